@@ -1,0 +1,384 @@
+// Package h2conn is leangrpc's HTTP/2 connection engine (RFC 9113), one
+// implementation for both roles. It knows nothing about gRPC: the grpcwire
+// layer builds on Conn and Stream, and a trivial Handler is enough for h2spec.
+//
+// Goroutines: a connection has one reading goroutine (the server's Serve
+// caller, or one started by NewClientConn). There is no resident writer:
+// whoever queues frames flushes them when no flush is in progress, and the
+// reader, which never blocks on a socket write, starts a short-lived writer
+// goroutine when it queued control frames and nobody is writing.
+package h2conn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/hpack"
+)
+
+// Role says which end of the connection the engine plays.
+type Role uint8
+
+const (
+	RoleClient Role = iota + 1
+	RoleServer
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleClient:
+		return "client"
+	case RoleServer:
+		return "server"
+	}
+	return "role?"
+}
+
+// Config configures a Conn. Zero fields take the defaults in limits.go.
+type Config struct {
+	// MaxConcurrentStreams is our SETTINGS_MAX_CONCURRENT_STREAMS: how many
+	// streams the peer may open at once (0: DefaultMaxConcurrentStreams).
+	MaxConcurrentStreams uint32
+	// InitialStreamWindow is our SETTINGS_INITIAL_WINDOW_SIZE (0:
+	// DefaultInitialStreamWindow).
+	InitialStreamWindow uint32
+	// InitialConnWindow is the connection receive window, announced with a
+	// WINDOW_UPDATE on stream 0 right after the preface (0:
+	// DefaultInitialConnWindow).
+	InitialConnWindow uint32
+	// MaxFrameSize is our SETTINGS_MAX_FRAME_SIZE (0: 16 KiB).
+	MaxFrameSize uint32
+	// MaxHeaderListSize is our SETTINGS_MAX_HEADER_LIST_SIZE (0:
+	// DefaultMaxHeaderListSize).
+	MaxHeaderListSize uint32
+	// HeaderTableSize is our SETTINGS_HEADER_TABLE_SIZE (0: 4096).
+	HeaderTableSize uint32
+	// Pool supplies every read and write buffer (nil: bufpool.Default()).
+	Pool *bufpool.Pool
+	// PooledReads lets the frame reader hold its read buffer only while
+	// bytes are pending (see sockio). Callers usually pass
+	// sockio.PooledReadsDefault().
+	PooledReads bool
+	// SettingsTimeout bounds the wait for the peer's SETTINGS ACK (0:
+	// DefaultSettingsTimeout; negative: no timeout).
+	SettingsTimeout time.Duration
+	// DisableBDP turns off the window growth from measured bandwidth-delay
+	// product.
+	DisableBDP bool
+
+	// Client keepalive (RoleClient; grpc-go keepalive.ClientParameters).
+	// KeepaliveTime is the idle time after which the client pings (0: off).
+	KeepaliveTime time.Duration
+	// KeepaliveTimeout is how long the client waits for the PING ACK
+	// before closing the connection (0: 20s).
+	KeepaliveTimeout time.Duration
+	// KeepalivePermitWithoutStream lets the client ping with no active
+	// streams.
+	KeepalivePermitWithoutStream bool
+
+	// Server keepalive enforcement (RoleServer; grpc-go
+	// keepalive.EnforcementPolicy). A ping arriving sooner than
+	// PingMinTime after the previous one (0: 5 minutes; negative: no
+	// minimum), or with no active streams when PingPermitWithoutStream is
+	// false, is a strike; more than MaxPingStrikes strikes get GOAWAY
+	// ENHANCE_YOUR_CALM "too_many_pings". A PING ACK we sent for any reason
+	// other than keepalive (data, headers) resets the strikes, as grpc-go.
+	PingMinTime             time.Duration
+	PingPermitWithoutStream bool
+
+	// Server connection management (RoleServer; grpc-go
+	// keepalive.ServerParameters). MaxConnectionIdle: GOAWAY after this
+	// long without streams (0: never). MaxConnectionAge: graceful GOAWAY
+	// after this long (0: never), then a hard close after
+	// MaxConnectionAgeGrace more (0: never). ServerKeepaliveTime and
+	// ServerKeepaliveTimeout: the server pings an idle connection (0: off)
+	// and closes it when the ACK does not come.
+	MaxConnectionIdle      time.Duration
+	MaxConnectionAge       time.Duration
+	MaxConnectionAgeGrace  time.Duration
+	ServerKeepaliveTime    time.Duration
+	ServerKeepaliveTimeout time.Duration
+
+	// WriteBatchBytes is how many bytes the writer encodes before it
+	// flushes (0: DefaultWriteBatchBytes).
+	WriteBatchBytes int
+}
+
+// Handler receives the streams a client opens on a server connection.
+type Handler interface {
+	// HandleStream is called on the reading goroutine when a request's
+	// HEADERS arrive; s.Headers() holds the request header list. It must
+	// not block: start a goroutine for the work.
+	HandleStream(s *Stream)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(s *Stream)
+
+// HandleStream calls f(s).
+func (f HandlerFunc) HandleStream(s *Stream) { f(s) }
+
+// NewServerConn returns a server connection over nc. Nothing is read or
+// written until Serve. cfg.Pool nil means bufpool.Default().
+func NewServerConn(nc net.Conn, cfg Config, h Handler) *Conn {
+	return newConn(nc, cfg, RoleServer, h)
+}
+
+// Serve reads the client preface and runs the connection's read loop on the
+// calling goroutine until the connection ends. It returns nil after a
+// graceful end (GOAWAY exchanged, or Close), else the error that ended the
+// connection (an *Error).
+func (c *Conn) Serve() error { return c.serve() }
+
+// NewClientConn writes the client preface and SETTINGS on nc and starts the
+// connection's reading goroutine. It does not wait for the server's
+// SETTINGS.
+func NewClientConn(nc net.Conn, cfg Config) (*Conn, error) {
+	c := newConn(nc, cfg, RoleClient, nil)
+	if err := c.startClient(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// NewStream opens a client stream by sending HEADERS with fields (which
+// must include the request pseudo-headers), with END_STREAM when endStream.
+// When the server's MAX_CONCURRENT_STREAMS is reached it waits for a slot
+// until ctx is done (returning ctx.Err()). It fails fast with an error
+// matching ErrConnClosed when the connection is closed, and with
+// ErrGoingAway (retryable: nothing was sent) after a GOAWAY. fields is
+// borrowed until return.
+func (c *Conn) NewStream(ctx context.Context, fields []hpack.HeaderField, endStream bool) (*Stream, error) {
+	return c.newStream(ctx, fields, endStream)
+}
+
+// GoAway stops the connection from accepting new streams and sends GOAWAY
+// with code, the last peer stream processed and debug. Streams already
+// open go on. With a code other than NO_ERROR the connection is closed once
+// the frame is flushed.
+func (c *Conn) GoAway(code h2frame.ErrCode, debug string) { c.goAway(code, debug, InitiatorUser) }
+
+// GracefulShutdown drains the connection: as a server it sends GOAWAY with
+// last stream id 2^31-1 and a PING, then on the PING ACK (or after a
+// timeout) a second GOAWAY with the real last stream id; as a client one
+// GOAWAY. Open streams finish; the connection closes when none is left.
+func (c *Conn) GracefulShutdown() { c.gracefulShutdown() }
+
+// Close closes the connection at once: it sends GOAWAY(NO_ERROR) when it
+// can without blocking, closes the socket, fails every open stream with an
+// error matching ErrConnClosed, and releases every pooled buffer once the
+// reader has stopped. It returns nil; calling it again does nothing.
+func (c *Conn) Close() error { c.closeWith(errLocalClose); return nil }
+
+// Done is closed when the connection has ended and its reader stopped.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// GoingAway is closed once the connection accepts no new streams: a GOAWAY
+// was received or sent, or the connection ended.
+func (c *Conn) GoingAway() <-chan struct{} { return c.goingAway }
+
+// Err returns the error that ended the connection, or nil while it is up.
+func (c *Conn) Err() error { return c.err() }
+
+// Role returns the role the engine plays.
+func (c *Conn) Role() Role { return c.role }
+
+// LocalAddr returns the socket's local address.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// RemoteAddr returns the socket's remote address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// NumActiveStreams reports the streams open or half-closed on the
+// connection, of both initiators.
+func (c *Conn) NumActiveStreams() int { return c.numActiveStreams() }
+
+// PeerSetting returns the value of the peer's SETTINGS parameter id as last
+// received, or the RFC default before the peer sent one.
+func (c *Conn) PeerSetting(id h2frame.SettingID) uint32 { return c.peerSetting(id) }
+
+// Stream methods. A Stream is used by at most one goroutine receiving
+// (RecvHeaders, Recv) and one sending (WriteHeaders, WriteData,
+// WriteTrailers, CloseSend) at a time; Reset, Done and ID may be called
+// from any goroutine.
+
+// ID returns the stream identifier.
+func (s *Stream) ID() uint32 { return s.id }
+
+// Conn returns the connection the stream belongs to.
+func (s *Stream) Conn() *Conn { return s.conn }
+
+// Headers returns the header list that opened the stream on a server, or on
+// a client the response headers once RecvHeaders returned them (nil
+// before). The strings may be kept; the slice is valid until Release.
+func (s *Stream) Headers() []hpack.HeaderField { return s.headers() }
+
+// RecvHeaders waits for the response HEADERS on a client stream and returns
+// them, with endStream set when they ended the stream (a trailers-only
+// response: the fields are the trailers, Recv returns io.EOF). Informational
+// 1xx responses are skipped. It returns an error after a reset or when the
+// connection ends. The slice is valid until Release.
+func (s *Stream) RecvHeaders() (fields []hpack.HeaderField, endStream bool, err error) {
+	return s.recvHeaders()
+}
+
+// Recv returns an owned buffer holding the next non-empty DATA payload. It
+// returns io.EOF once the peer ended the stream and every payload was
+// returned, then Trailers() holds the trailers if any; or an *Error after a
+// reset (carrying the RST_STREAM code and who sent it) or when the
+// connection ends. Returning a payload credits the stream's receive window;
+// WINDOW_UPDATE frames are batched.
+func (s *Stream) Recv() (*bufpool.Buffer, error) { return s.recv() }
+
+// Trailers returns the trailing header list after Recv returned io.EOF, or
+// nil when the stream ended without trailers. Valid until Release.
+func (s *Stream) Trailers() []hpack.HeaderField { return s.trailers() }
+
+// ExpectMessage tells the engine that the reader is about to receive n more
+// bytes on this stream (a whole gRPC message whose length prefix arrived):
+// it widens the stream's receive window at once so the message does not
+// stall on WINDOW_UPDATE round trips. n is capped by MaxExpectBytes.
+func (s *Stream) ExpectMessage(n int) { s.expectMessage(n) }
+
+// WriteHeaders sends HEADERS (and CONTINUATION) with fields, with
+// END_STREAM when endStream. On a server the first call sends the response
+// headers and a later one the trailers (which must end the stream). fields
+// is borrowed until return: it is encoded before WriteHeaders returns.
+func (s *Stream) WriteHeaders(fields []hpack.HeaderField, endStream bool) error {
+	return s.writeHeaders(fields, endStream)
+}
+
+// WriteTrailers sends fields as trailers, ending the stream. It is
+// WriteHeaders(fields, true).
+func (s *Stream) WriteTrailers(fields []hpack.HeaderField) error {
+	return s.writeHeaders(fields, true)
+}
+
+// WriteData sends b's bytes as DATA frames, splitting them by the peer's
+// max frame size and the flow-control windows, with END_STREAM on the last
+// frame when endStream. It takes ownership of b (nil is allowed: an empty
+// frame). It blocks until every byte has been handed to the connection's
+// writer (not necessarily flushed), so it waits while the windows are
+// exhausted; it returns an error, having freed b, when the stream is reset
+// or the connection ends.
+func (s *Stream) WriteData(b *bufpool.Buffer, endStream bool) error {
+	return s.writeData(b, endStream)
+}
+
+// CloseSend half-closes the sending side with an empty DATA frame carrying
+// END_STREAM. It is WriteData(nil, true).
+func (s *Stream) CloseSend() error { return s.writeData(nil, true) }
+
+// Reset abandons the stream: it sends RST_STREAM with code (unless the
+// stream is already closed), frees every queued payload, and makes pending
+// and later calls fail with an *Error whose Initiator is InitiatorUser.
+func (s *Stream) Reset(code h2frame.ErrCode) { s.reset(code) }
+
+// Done is closed once the stream is closed: both halves ended, reset by
+// either side, or the connection ended.
+func (s *Stream) Done() <-chan struct{} { return s.doneCh() }
+
+// Err returns why the stream closed abnormally (an *Error), or nil while it
+// is open or when it ended normally.
+func (s *Stream) Err() error { return s.errNow() }
+
+// SetResetHook registers f to be called once, without holding engine
+// locks, when the stream ends abnormally by the peer's RST_STREAM, a
+// local engine error or the connection's end (not by the local user's
+// Reset). It runs on the reader or the closing goroutine and must not
+// block. Register it before the stream can end (on a server, inside
+// HandleStream); a hook set after the stream already ended runs at once.
+func (s *Stream) SetResetHook(f func(err error)) { s.setResetHook(f) }
+
+// Release tells the engine the caller is done with the stream so its
+// object can be reused. It is optional; after it the Stream must not be
+// used. Releasing a stream that is still open resets it with CANCEL.
+func (s *Stream) Release() { s.release() }
+
+// Initiator says who caused an error, which decides what goes on the wire.
+type Initiator uint8
+
+const (
+	// InitiatorEngine: the local engine detected a protocol violation or
+	// an I/O failure; it sends RST_STREAM or GOAWAY with the code.
+	InitiatorEngine Initiator = iota + 1
+	// InitiatorUser: the local user called Reset, GoAway or Close.
+	InitiatorUser
+	// InitiatorPeer: the peer sent RST_STREAM or GOAWAY, or closed the
+	// socket; nothing is sent in reply.
+	InitiatorPeer
+)
+
+func (i Initiator) String() string {
+	switch i {
+	case InitiatorEngine:
+		return "engine"
+	case InitiatorUser:
+		return "user"
+	case InitiatorPeer:
+		return "peer"
+	}
+	return "initiator?"
+}
+
+// Error is an engine error: its HTTP/2 code, its scope (StreamID 0: the
+// whole connection) and who initiated it. Connection-scope errors match
+// net.ErrClosed with errors.Is.
+type Error struct {
+	Code      h2frame.ErrCode
+	StreamID  uint32 // 0: connection error
+	Initiator Initiator
+	// Unprocessed is set when the peer is known not to have processed the
+	// stream (REFUSED_STREAM, or above a GOAWAY's last stream id): the
+	// request may be retried on another connection.
+	Unprocessed bool
+	Reason      string // fixed token or the peer's GOAWAY debug data
+	Cause       error  // the I/O error behind a connection end, if any
+}
+
+func (e *Error) Error() string {
+	scope := "connection"
+	if e.StreamID != 0 {
+		scope = fmt.Sprintf("stream %d", e.StreamID)
+	}
+	s := fmt.Sprintf("h2conn: %s error (%s): %v", scope, e.Initiator, e.Code)
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return s
+}
+
+// Unwrap returns the underlying I/O error, if any.
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Is makes connection-scope errors match net.ErrClosed and ErrConnClosed.
+func (e *Error) Is(target error) bool {
+	if e.StreamID == 0 && (target == net.ErrClosed || target == ErrConnClosed) {
+		return true
+	}
+	return false
+}
+
+var (
+	// ErrConnClosed is returned by NewStream and stream methods once the
+	// connection has ended. It matches net.ErrClosed.
+	ErrConnClosed = fmt.Errorf("h2conn: connection closed: %w", net.ErrClosed)
+	// ErrGoingAway is returned by NewStream after a GOAWAY was received or
+	// sent: no stream was opened, the request may be retried elsewhere.
+	ErrGoingAway = errors.New("h2conn: connection is going away")
+	// ErrSendClosed is API misuse: writing after the sending side ended.
+	ErrSendClosed = errors.New("h2conn: write on a stream whose sending side is closed")
+	// ErrHeadersNotSent is API misuse: DATA before the HEADERS.
+	ErrHeadersNotSent = errors.New("h2conn: DATA written before HEADERS")
+	// ErrWrongRole is API misuse: a client method on a server stream or
+	// the reverse.
+	ErrWrongRole = errors.New("h2conn: method not available in this role")
+)
