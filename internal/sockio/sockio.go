@@ -1,0 +1,103 @@
+// Package sockio is leangrpc's socket I/O: reads that wait for readability
+// without holding a buffer and take one from the pool only when bytes are
+// there, vectored writes, and socket options.
+//
+// Wrap picks one of three paths for a connection:
+//   - Linux, a conn exposing syscall.Conn (TCP, Unix), pooled reads on:
+//     *Conn, with ReadReady (poll-parked reads into pool buffers) and
+//     WriteVec (writev with a reused iovec array);
+//   - the same with pooled reads off: *VecConn, WriteVec only;
+//   - every other OS, and conns without a descriptor (net.Pipe, TLS):
+//     *FallbackConn, whose WriteVec goes through net.Buffers.WriteTo.
+//
+// Each wrapper embeds the net.Conn it wraps, so Read, Write, Close, the
+// deadlines and the addresses are the conn's own.
+package sockio
+
+import (
+	"net"
+	"os"
+	"strconv"
+)
+
+// Wrap returns c ready for the frame layer. Where the platform and the
+// connection allow it (Linux, a conn exposing syscall.RawConn) and pooled is
+// true, the result is a *Conn, which also implements h2frame.ReadySource
+// (ReadReady) and h2frame.VectorWriter (WriteVec). With pooled false it is a
+// *VecConn (WriteVec by writev, no ReadReady). Elsewhere it is a
+// *FallbackConn, adding only WriteVec. Wrapping a conn that Wrap returned
+// rewraps the original conn.
+func Wrap(c net.Conn, pooled bool) net.Conn {
+	c = unwrap(c)
+	if w := wrapRaw(c, pooled); w != nil {
+		return w
+	}
+	return &FallbackConn{Conn: c}
+}
+
+// PooledReadsDefault reports whether pooled reads are on by default: true
+// unless the environment sets LEANGRPC_READ_BUFFER_POOLING=false (the
+// rollback switch).
+func PooledReadsDefault() bool {
+	v, ok := os.LookupEnv("LEANGRPC_READ_BUFFER_POOLING")
+	if !ok {
+		return true
+	}
+	b, err := strconv.ParseBool(v)
+	return err != nil || b
+}
+
+// FallbackConn is what Wrap returns for conns it cannot drive through a
+// descriptor: it adds WriteVec to the conn and nothing else.
+type FallbackConn struct {
+	net.Conn
+	// bufs is the net.Buffers handed to WriteTo, reused across calls so that
+	// WriteVec does not allocate; borrowed from the caller's bufs, valid while
+	// WriteVec runs.
+	bufs  net.Buffers
+	store [][]byte // backing array of bufs, cleared after each call
+}
+
+// WriteVec writes all of bufs (it borrows them until return) with
+// net.Buffers.WriteTo: one writev where the conn supports it, sequential
+// writes otherwise. It returns the number of bytes written and the first
+// error. The caller serialises calls to WriteVec.
+func (c *FallbackConn) WriteVec(bufs [][]byte) (int64, error) {
+	c.store = append(c.store[:0], bufs...)
+	c.bufs = c.store
+	n, err := c.bufs.WriteTo(c.Conn)
+	clear(c.store)
+	c.bufs = nil
+	return n, err
+}
+
+// NetConn returns the wrapped conn.
+func (c *FallbackConn) NetConn() net.Conn { return c.Conn }
+
+// wrapper is implemented by this package's wrappers only.
+type wrapper interface {
+	NetConn() net.Conn
+	sockioWrapper()
+}
+
+func (*FallbackConn) sockioWrapper() {}
+
+// unwrap returns the conn underneath one of this package's wrappers.
+func unwrap(c net.Conn) net.Conn {
+	for {
+		w, ok := c.(wrapper)
+		if !ok {
+			return c
+		}
+		c = w.NetConn()
+	}
+}
+
+// SetNoDelay sets TCP_NODELAY on c, or on the TCP conn under one of this
+// package's wrappers. It does nothing for other conns.
+func SetNoDelay(c net.Conn, on bool) error {
+	if tc, ok := unwrap(c).(*net.TCPConn); ok {
+		return tc.SetNoDelay(on)
+	}
+	return nil
+}

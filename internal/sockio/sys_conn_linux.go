@@ -1,0 +1,317 @@
+package sockio
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+)
+
+// maxIovecs is the most iovecs one writev takes (Linux UIO_MAXIOV); longer
+// lists go out over several calls.
+const maxIovecs = 1024
+
+// defaultReadSize is the read size ReadReady uses when asked for a
+// non-positive one: a full default frame plus its header.
+const defaultReadSize = 16<<10 + 9
+
+// wrapRaw returns a *Conn or *VecConn for conns with a socket descriptor, or
+// nil when c has none.
+func wrapRaw(c net.Conn, pooled bool) net.Conn {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil || !isSocket(rc) {
+		return nil
+	}
+	if !pooled {
+		v := &VecConn{Conn: c}
+		v.w.init(rc)
+		return v
+	}
+	p := &Conn{VecConn: VecConn{Conn: c}, rc: rc}
+	p.w.init(rc)
+	p.readFn = p.readOnce
+	return p
+}
+
+// isSocket reports whether rc's descriptor is a socket (a *os.File exposes
+// syscall.Conn too, and its RawConn.Read does not wait in the poller for
+// regular files).
+func isSocket(rc syscall.RawConn) bool {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		_, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TYPE)
+	})
+	return err == nil && serr == nil
+}
+
+// VecConn is a conn with a socket descriptor whose WriteVec issues writev
+// directly. Wrap returns it on Linux when pooled reads are off.
+type VecConn struct {
+	net.Conn
+	w rawWriter
+}
+
+// WriteVec writes all of bufs (it borrows them until return) with as few
+// writev calls as the socket allows, parking in the poller while the send
+// buffer is full. It returns the bytes written and the first error, wrapped
+// as net.Buffers.WriteTo wraps it (a *net.OpError, op "writev"). It does not
+// allocate once its iovec array has grown to the longest list seen. The
+// caller serialises calls to WriteVec; Write may run concurrently (the
+// descriptor's write lock orders them).
+func (c *VecConn) WriteVec(bufs [][]byte) (int64, error) {
+	n, err := c.w.writeVec(bufs)
+	if err != nil {
+		err = opError(c.Conn, "writev", err)
+	}
+	return n, err
+}
+
+// NetConn returns the wrapped conn.
+func (c *VecConn) NetConn() net.Conn { return c.Conn }
+
+func (*VecConn) sockioWrapper() {}
+
+// rawWriter drives writev through a RawConn. Its fields are owned by the
+// goroutine inside WriteVec (the caller serialises calls).
+type rawWriter struct {
+	rc syscall.RawConn
+	fn func(fd uintptr) bool // w.writeOnce, bound once so a call allocates nothing
+
+	iov  []syscall.Iovec // reused; entries point into bufs only during a call
+	bufs [][]byte        // borrowed from the caller, valid while WriteVec runs
+	idx  int             // first slice of bufs not fully written
+	off  int             // bytes of bufs[idx] already written
+	n    int64           // bytes written in this call
+	err  error           // syscall error of this call
+	hi   int             // most iovecs used in this call, for clearing
+	// parks counts how often a write found the send buffer full and parked
+	// in the poller; tests read it to check the partial-write path ran.
+	parks int
+}
+
+func (w *rawWriter) init(rc syscall.RawConn) {
+	w.rc = rc
+	w.fn = w.writeOnce
+}
+
+func (w *rawWriter) writeVec(bufs [][]byte) (int64, error) {
+	w.bufs, w.idx, w.off, w.n, w.err, w.hi = bufs, 0, 0, 0, nil, 0
+	err := w.rc.Write(w.fn)
+	if err == nil {
+		err = w.err
+	} else {
+		err = rawOpErr(err)
+	}
+	n := w.n
+	clear(w.iov[:w.hi]) // do not pin the caller's buffers
+	w.bufs, w.err = nil, nil
+	return n, err
+}
+
+// writeOnce is the RawConn.Write callback: it writes until everything is out
+// (true), the socket would block (false: the runtime parks the goroutine
+// until the socket is writable and calls again), or an error (true, w.err).
+func (w *rawWriter) writeOnce(fd uintptr) bool {
+	for {
+		iov := w.iov[:0]
+		for i := w.idx; i < len(w.bufs) && len(iov) < maxIovecs; i++ {
+			b := w.bufs[i]
+			if i == w.idx {
+				b = b[w.off:]
+			}
+			if len(b) == 0 {
+				continue
+			}
+			v := syscall.Iovec{Base: &b[0]}
+			v.SetLen(len(b))
+			iov = append(iov, v)
+		}
+		if len(iov) == 0 {
+			return true
+		}
+		w.iov = iov
+		w.hi = max(w.hi, len(iov))
+		r, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			w.parks++
+			return false
+		case e != 0:
+			w.err = os.NewSyscallError("writev", e)
+			return true
+		case r == 0:
+			w.err = io.ErrUnexpectedEOF
+			return true
+		}
+		w.n += int64(r)
+		w.advance(int(r))
+	}
+}
+
+// advance moves idx/off past n written bytes.
+func (w *rawWriter) advance(n int) {
+	for n > 0 && w.idx < len(w.bufs) {
+		rem := len(w.bufs[w.idx]) - w.off
+		if n < rem {
+			w.off += n
+			return
+		}
+		n -= rem
+		w.idx++
+		w.off = 0
+	}
+	for w.idx < len(w.bufs) && w.off == len(w.bufs[w.idx]) {
+		w.idx++
+		w.off = 0
+	}
+}
+
+// Conn is a conn with a socket descriptor that reads into pool buffers only
+// once bytes are there. Wrap returns it on Linux when pooled reads are on.
+// It implements h2frame.ReadySource and h2frame.VectorWriter.
+type Conn struct {
+	VecConn
+	rc     syscall.RawConn
+	readFn func(fd uintptr) bool // c.readOnce, bound once so ReadReady allocates nothing
+
+	// The arguments and results of the ReadReady in progress; owned by the
+	// goroutine inside ReadReady (the caller serialises calls).
+	rpool *bufpool.Pool
+	rsize int
+	rbuf  *bufpool.Buffer // the result, handed to the caller
+	rerr  error
+}
+
+// ReadReady blocks until the socket is readable while holding no buffer,
+// then reads up to size bytes (16 KiB+9 when size <= 0) into a buffer taken
+// from pool (bufpool.Default() when nil) at that moment. It returns an owned
+// buffer whose Len is the number of bytes read (at least one), or nil and an
+// error: io.EOF once the peer closed its side, errors wrapped as the conn's
+// Read wraps them otherwise (errors.Is(err, os.ErrDeadlineExceeded) after the
+// read deadline, errors.Is(err, net.ErrClosed) after Close). The caller
+// serialises calls to ReadReady; it must not run alongside Read.
+func (c *Conn) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+	if pool == nil {
+		pool = bufpool.Default()
+	}
+	if size <= 0 {
+		size = defaultReadSize
+	}
+	c.rpool, c.rsize, c.rbuf, c.rerr = pool, size, nil, nil
+	err := c.rc.Read(c.readFn)
+	b := c.rbuf
+	if err == nil {
+		err = c.rerr
+	} else {
+		err = rawOpErr(err)
+	}
+	c.rpool, c.rbuf, c.rerr = nil, nil, nil
+	if err != nil { // readOnce set rerr, or parked and left rbuf nil
+		if err == io.EOF {
+			return nil, io.EOF
+		}
+		if _, ok := err.(*net.OpError); !ok {
+			err = opError(c.Conn, "read", err)
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// readOnce is the RawConn.Read callback. It takes a buffer, reads without
+// blocking, and on EAGAIN frees the buffer and returns false, so that the
+// runtime parks the goroutine in the poller holding nothing and calls again
+// once the socket is readable. syscall.Read rather than x/sys/unix.Read:
+// its race-detector annotations pair with the ones net's writes make.
+func (c *Conn) readOnce(fd uintptr) bool {
+	b := c.rpool.Get(c.rsize)
+	for {
+		n, err := syscall.Read(int(fd), b.Bytes())
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			b.Free() // parked readers hold no memory
+			return false
+		case err != nil:
+			b.Free()
+			c.rerr = os.NewSyscallError("read", err)
+			return true
+		case n == 0:
+			b.Free()
+			c.rerr = io.EOF
+			return true
+		}
+		b.SetLen(n)
+		c.rbuf = b // ownership passes to ReadReady's caller
+		return true
+	}
+}
+
+// NetConn returns the wrapped conn.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
+
+// opError wraps err as net's conns wrap I/O errors.
+func opError(c net.Conn, op string, err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return err
+	}
+	la, ra := c.LocalAddr(), c.RemoteAddr()
+	var network string
+	if la != nil {
+		network = la.Network()
+	}
+	return &net.OpError{Op: op, Net: network, Source: la, Addr: ra, Err: err}
+}
+
+// rawOpErr renames the "raw-read"/"raw-write" op of an error from RawConn to
+// the op the conn's own Read or net.Buffers.WriteTo would report.
+func rawOpErr(err error) error {
+	if oe, ok := err.(*net.OpError); ok {
+		switch oe.Op {
+		case "raw-read":
+			oe.Op = "read"
+		case "raw-write":
+			oe.Op = "writev"
+		}
+	}
+	return err
+}
+
+// SetRcvLowat sets SO_RCVLOWAT on c's socket (or the socket under one of
+// this package's wrappers): the poller reports it readable only once n bytes
+// are queued. It does nothing for conns without a socket descriptor.
+func SetRcvLowat(c net.Conn, n int) error {
+	return setsockopt(c, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, n)
+}
+
+// setsockopt sets an integer socket option on c's descriptor, if it has one.
+func setsockopt(c net.Conn, level, opt, v int) error {
+	sc, ok := unwrap(c).(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), level, opt, v)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return os.NewSyscallError("setsockopt", serr)
+	}
+	return nil
+}
