@@ -1,0 +1,297 @@
+package hpack
+
+import "math"
+
+// Decoder decodes header blocks of one connection direction. Not safe for
+// concurrent use: the connection's reader owns it.
+type Decoder struct {
+	table      dynTable // the peer encoder's dynamic table, mirrored
+	allowedMax uint32   // largest size a dynamic table size update may set
+	maxStrLen  int      // bound on one decoded string; 0 means none
+	scratch    []byte   // Huffman output; valid until the next field
+	join       []byte   // name and value joined for a single allocation
+}
+
+// NewDecoder returns a decoder whose dynamic table may grow to maxTableSize
+// (our SETTINGS_HEADER_TABLE_SIZE; 4096 by default in HTTP/2).
+func NewDecoder(maxTableSize uint32) *Decoder {
+	d := &Decoder{allowedMax: maxTableSize}
+	d.table.maxSize = maxTableSize
+	return d
+}
+
+// SetAllowedMaxTableSize changes the largest size a peer's dynamic table
+// size update may ask for (after we change SETTINGS_HEADER_TABLE_SIZE). Call
+// it when the peer acknowledges the SETTINGS frame: blocks the peer encoded
+// before that still use the old size. If the peer's table is then larger
+// than n, the next block must start with a size update that brings it to at
+// most n (RFC 7541 §4.2), else Decode returns a DecodingError.
+func (d *Decoder) SetAllowedMaxTableSize(n uint32) { d.allowedMax = n }
+
+// SetMaxStringLength bounds one decoded string; longer ones are a
+// DecodingError. Zero means no bound beyond the header list limit.
+func (d *Decoder) SetMaxStringLength(n int) { d.maxStrLen = n }
+
+// TableSize returns the current size of the dynamic table (RFC 7541 §4.1)
+// and its current maximum size.
+func (d *Decoder) TableSize() (size, maxSize uint32) { return d.table.size, d.table.maxSize }
+
+// Errors without detail are allocated once.
+var (
+	errTruncated     = &DecodingError{Reason: "header block ends inside a field"}
+	errIntOverflow   = &DecodingError{Reason: "integer larger than 2^32-1 or too long"}
+	errIndexZero     = &DecodingError{Reason: "index 0"}
+	errIndexRange    = &DecodingError{Reason: "index beyond the static and dynamic tables"}
+	errStringLength  = &DecodingError{Reason: "string literal longer than the rest of the block"}
+	errStringLimit   = &DecodingError{Reason: "string literal longer than the limit"}
+	errLateUpdate    = &DecodingError{Reason: "dynamic table size update after a header field"}
+	errUpdateTooBig  = &DecodingError{Reason: "dynamic table size update above the allowed maximum"}
+	errMissingUpdate = &DecodingError{Reason: "missing dynamic table size update after SETTINGS_HEADER_TABLE_SIZE was lowered"}
+)
+
+// maxContinuation bounds the continuation bytes of an integer: five carry 35
+// bits, more than the 32 any value we accept needs.
+const maxContinuation = 5
+
+// readInt decodes an integer with an n-bit prefix (RFC 7541 §5.1) starting
+// at p[0]; len(p) > 0. Values above 2^32-1 are rejected.
+func readInt(p []byte, n uint) (uint64, []byte, error) {
+	mask := uint64(1)<<n - 1
+	v := uint64(p[0]) & mask
+	if v < mask {
+		return v, p[1:], nil
+	}
+	p = p[1:]
+	shift := uint(0)
+	for i, b := range p {
+		if i == maxContinuation {
+			return 0, nil, errIntOverflow
+		}
+		v += uint64(b&0x7f) << shift
+		if v > math.MaxUint32 {
+			return 0, nil, errIntOverflow
+		}
+		if b&0x80 == 0 {
+			return v, p[i+1:], nil
+		}
+		shift += 7
+	}
+	return 0, nil, errTruncated
+}
+
+// readString decodes a string literal (RFC 7541 §5.2) at the start of p. The
+// result is borrowed from p or from d.scratch, valid until the next field.
+func (d *Decoder) readString(p []byte) ([]byte, []byte, error) {
+	if len(p) == 0 {
+		return nil, nil, errTruncated
+	}
+	huff := p[0]&0x80 != 0
+	n, p, err := readInt(p, 7)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n > uint64(len(p)) {
+		return nil, nil, errStringLength
+	}
+	raw, rest := p[:n], p[n:]
+	if !huff {
+		if d.maxStrLen > 0 && len(raw) > d.maxStrLen {
+			return nil, nil, errStringLimit
+		}
+		return raw, rest, nil
+	}
+	// A Huffman code is at least 5 bits, so n bytes decode to at least
+	// n*8/30 and at most n*8/5 bytes: reject before decoding when even the
+	// shortest outcome is too long.
+	if d.maxStrLen > 0 && (len(raw)*8-7)/30 > d.maxStrLen {
+		return nil, nil, errStringLimit
+	}
+	start := len(d.scratch)
+	d.scratch, err = appendHuffmanDecode(d.scratch, raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := d.scratch[start:]
+	if d.maxStrLen > 0 && len(out) > d.maxStrLen {
+		return nil, nil, errStringLimit
+	}
+	return out, rest, nil
+}
+
+// lookup returns the field at HPACK index i (static then dynamic, §2.3.3).
+func (d *Decoder) lookup(i uint64) (HeaderField, error) {
+	switch {
+	case i == 0:
+		return HeaderField{}, errIndexZero
+	case i <= uint64(staticLen):
+		return staticTable[i], nil
+	case i-uint64(staticLen) <= uint64(d.table.len()):
+		return *d.table.at(int(i) - staticLen), nil
+	}
+	return HeaderField{}, errIndexRange
+}
+
+// stableString returns b as a string that may be kept: an interned one when
+// b is in the vocabulary (ok true), else "" and false.
+func stableString(b []byte) (string, bool) {
+	if len(b) == 0 {
+		return "", true
+	}
+	return intern(b)
+}
+
+// makeStrings turns a literal name and value into strings that may be kept,
+// with at most one allocation for both.
+func (d *Decoder) makeStrings(nameB, valB []byte) (string, string) {
+	name, nok := stableString(nameB)
+	val, vok := stableString(valB)
+	switch {
+	case nok && vok:
+	case nok:
+		val = string(valB)
+	case vok:
+		name = string(nameB)
+	default:
+		d.join = append(append(d.join[:0], nameB...), valB...)
+		s := string(d.join)
+		name, val = s[:len(nameB)], s[len(nameB):]
+	}
+	return name, val
+}
+
+// Decode decodes one complete header block, calling emit for each field in
+// order. The strings in the fields are stable (interned or newly allocated)
+// and may be kept. When the decoded list size passes maxListSize (0 means no
+// limit) the rest of the block is still decoded but not emitted and Decode
+// returns ErrListTooLarge. A malformed block returns a *DecodingError.
+//
+// Decode borrows block until return. A field past the limit is never turned
+// into strings unless the dynamic table must store it, so the memory held
+// stays bounded by the limit plus the table size.
+func (d *Decoder) Decode(block []byte, maxListSize uint32, emit func(HeaderField)) error {
+	p := block
+	var listSize uint64
+	over := false
+	atStart := true
+	for len(p) > 0 {
+		b := p[0]
+		if b&0xe0 == 0x20 { // dynamic table size update, §6.3
+			if !atStart {
+				return errLateUpdate
+			}
+			v, rest, err := readInt(p, 5)
+			if err != nil {
+				return err
+			}
+			if v > uint64(d.allowedMax) {
+				return errUpdateTooBig
+			}
+			d.table.setMaxSize(uint32(v))
+			p = rest
+			continue
+		}
+		if atStart {
+			atStart = false
+			if d.table.maxSize > d.allowedMax {
+				return errMissingUpdate
+			}
+		}
+
+		if b&0x80 != 0 { // indexed field, §6.1
+			i, rest, err := readInt(p, 7)
+			if err != nil {
+				return err
+			}
+			f, err := d.lookup(i)
+			if err != nil {
+				return err
+			}
+			p = rest
+			listSize += uint64(f.Size())
+			if maxListSize != 0 && listSize > uint64(maxListSize) {
+				over = true
+			}
+			if !over {
+				emit(f)
+			}
+			continue
+		}
+
+		// Literal field, §6.2.
+		var prefix uint
+		indexing, sensitive := false, false
+		switch {
+		case b&0xc0 == 0x40:
+			prefix, indexing = 6, true
+		case b&0xf0 == 0x10:
+			prefix, sensitive = 4, true
+		default:
+			prefix = 4
+		}
+		i, rest, err := readInt(p, prefix)
+		if err != nil {
+			return err
+		}
+		p = rest
+		d.scratch = d.scratch[:0]
+		var name string
+		var nameB []byte
+		nameKnown := i != 0
+		if nameKnown {
+			f, err := d.lookup(i)
+			if err != nil {
+				return err
+			}
+			name = f.Name
+		} else {
+			nameB, p, err = d.readString(p)
+			if err != nil {
+				return err
+			}
+		}
+		valB, rest, err := d.readString(p)
+		if err != nil {
+			return err
+		}
+		p = rest
+
+		nameLen := len(name)
+		if !nameKnown {
+			nameLen = len(nameB)
+		}
+		size := uint64(nameLen + len(valB) + entryOverhead)
+		listSize += size
+		if maxListSize != 0 && listSize > uint64(maxListSize) {
+			over = true
+		}
+		store := indexing && size <= uint64(d.table.maxSize)
+		if indexing && !store {
+			d.table.evictTo(0) // §4.4: a too-large entry empties the table
+		}
+		if over && !store {
+			continue
+		}
+		var val string
+		if nameKnown {
+			var ok bool
+			if val, ok = stableString(valB); !ok {
+				val = string(valB)
+			}
+		} else {
+			name, val = d.makeStrings(nameB, valB)
+		}
+		if store {
+			d.table.add(HeaderField{Name: name, Value: val})
+		}
+		if !over {
+			emit(HeaderField{Name: name, Value: val, Sensitive: sensitive})
+		}
+	}
+	if atStart && d.table.maxSize > d.allowedMax {
+		return errMissingUpdate
+	}
+	if over {
+		return ErrListTooLarge
+	}
+	return nil
+}

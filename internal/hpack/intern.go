@@ -1,0 +1,49 @@
+package hpack
+
+// vocabulary lists the names and values that gRPC over HTTP/2 sends over and
+// over. A decoded literal equal to one of them (or to a static table string)
+// is returned as the stored string instead of a new allocation.
+var vocabulary = []string{
+	// Pseudo-headers and their usual values.
+	":authority", ":method", ":path", ":scheme", ":status",
+	"GET", "POST", "PUT", "http", "https", "/",
+	"200", "204", "206", "304", "400", "404", "500",
+	// gRPC request and response headers.
+	"content-type", "application/grpc", "application/grpc+proto",
+	"application/grpc+json", "te", "trailers", "user-agent",
+	"grpc-timeout", "grpc-encoding", "grpc-accept-encoding",
+	"grpc-message-type", "grpc-status", "grpc-message",
+	"grpc-status-details-bin", "grpc-previous-rpc-attempts",
+	"grpc-retry-pushback-ms", "grpc-trace-bin", "grpc-tags-bin",
+	"identity", "gzip", "deflate", "snappy", "zstd",
+	"identity,gzip", "identity,deflate,gzip", "gzip,deflate", "gzip, deflate",
+	// grpc-status values "0".."16".
+	"0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
+	"10", "11", "12", "13", "14", "15", "16",
+	// Other common headers.
+	"accept-encoding", "content-length", "date", "server", "host",
+	"traceparent", "tracestate", "authorization", "x-request-id",
+}
+
+// internTable maps each vocabulary and static table string to itself. It is
+// built at init and read-only afterwards.
+var internTable = func() map[string]string {
+	m := make(map[string]string, len(vocabulary)+2*staticLen)
+	for _, s := range vocabulary {
+		m[s] = s
+	}
+	for _, f := range staticTable[1:] {
+		m[f.Name] = f.Name
+		if f.Value != "" {
+			m[f.Value] = f.Value
+		}
+	}
+	return m
+}()
+
+// intern returns the stored string equal to b, if any. The conversion in the
+// map index does not allocate.
+func intern(b []byte) (string, bool) {
+	s, ok := internTable[string(b)]
+	return s, ok
+}

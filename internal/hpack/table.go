@@ -1,0 +1,96 @@
+package hpack
+
+// entryOverhead is the per-entry overhead of RFC 7541 §4.1.
+const entryOverhead = 32
+
+// dynTable is the dynamic table of RFC 7541 §2.3.2 as a ring buffer: adding
+// an entry and evicting the oldest are O(1) and move no strings. Index 1 is
+// the newest entry. Owned by the Decoder or Encoder that embeds it.
+type dynTable struct {
+	ring    []HeaderField // len is a power of two (or zero)
+	start   int           // ring position of the oldest entry
+	n       int           // number of entries
+	size    uint32        // sum of entry sizes (§4.1)
+	maxSize uint32        // current maximum size (§4.2)
+}
+
+// len returns the number of entries.
+func (t *dynTable) len() int { return t.n }
+
+// at returns the entry with dynamic index i (1 = newest); 1 <= i <= t.n.
+func (t *dynTable) at(i int) *HeaderField {
+	return &t.ring[(t.start+t.n-i)&(len(t.ring)-1)]
+}
+
+// setMaxSize changes the maximum size, evicting the oldest entries until the
+// table fits (§4.3).
+func (t *dynTable) setMaxSize(max uint32) {
+	t.maxSize = max
+	t.evictTo(max)
+}
+
+// evictTo evicts the oldest entries until size <= limit.
+func (t *dynTable) evictTo(limit uint32) {
+	mask := len(t.ring) - 1
+	for t.size > limit && t.n > 0 {
+		e := &t.ring[t.start]
+		t.size -= e.Size()
+		*e = HeaderField{} // drop the strings so the GC can take them
+		t.start = (t.start + 1) & mask
+		t.n--
+	}
+}
+
+// add inserts f as the newest entry after evicting what §4.4 requires. An
+// entry larger than the maximum size empties the table and is not added.
+func (t *dynTable) add(f HeaderField) {
+	sz := f.Size()
+	if sz > t.maxSize {
+		t.evictTo(0)
+		return
+	}
+	t.evictTo(t.maxSize - sz)
+	if t.n == len(t.ring) {
+		t.grow()
+	}
+	f.Sensitive = false
+	t.ring[(t.start+t.n)&(len(t.ring)-1)] = f
+	t.n++
+	t.size += sz
+}
+
+// grow doubles the ring, keeping the entries in order.
+func (t *dynTable) grow() {
+	nc := 2 * len(t.ring)
+	if nc == 0 {
+		nc = 16
+	}
+	r := make([]HeaderField, nc)
+	mask := len(t.ring) - 1
+	for i := 0; i < t.n; i++ {
+		r[i] = t.ring[(t.start+i)&mask]
+	}
+	t.ring = r
+	t.start = 0
+}
+
+// search returns the dynamic index of the newest exact match (exact true),
+// or of the newest entry with the same name (exact false), or 0. A linear
+// scan: with the 4096-byte default the table holds few entries for gRPC
+// traffic, and comparing strings by length first makes a miss cheap.
+func (t *dynTable) search(name, value string) (idx int, exact bool) {
+	mask := len(t.ring) - 1
+	pos := t.start + t.n - 1
+	for i := 1; i <= t.n; i++ {
+		e := &t.ring[(pos-i+1)&mask]
+		if e.Name == name {
+			if e.Value == value {
+				return i, true
+			}
+			if idx == 0 {
+				idx = i
+			}
+		}
+	}
+	return idx, false
+}
