@@ -1,0 +1,52 @@
+package h2frame
+
+// Limits on what a peer can make the frame layer buffer or loop over. Every
+// attacker-controlled count has a named limit here with its reason.
+const (
+	// defaultReadBufferSize holds one frame header plus one frame at the
+	// default SETTINGS_MAX_FRAME_SIZE, so that a peer using default sizes
+	// never needs a second buffer for a control frame.
+	defaultReadBufferSize = MinMaxFrameSize + HeaderLen
+
+	// defaultMaxHeaderListSize is what grpc-go allows by default (16 MiB).
+	defaultMaxHeaderListSize = 16 << 20
+
+	// headerBlockSlack is how far the encoded header block (HEADERS plus
+	// CONTINUATION fragments) may exceed SETTINGS_MAX_HEADER_LIST_SIZE
+	// before the connection is closed instead of the block being buffered.
+	// A literal field encodes in at most its name and value plus a few
+	// length bytes, less than the 32 bytes of overhead RFC 9113 §6.5.2
+	// counts for it, so a block whose list fits the limit is never larger
+	// than the limit; the slack covers table size updates and encoders that
+	// pick Huffman where it does not pay. Blocks whose list is over the
+	// limit but whose encoding is under the cap are decoded and reported
+	// Truncated, which keeps HPACK state in sync (RFC 9113 §4.3).
+	headerBlockSlack = 16 << 10
+
+	// continuationBytesPerFrame bounds the CONTINUATION count of one header
+	// block: the block may use at most 8 + cap/continuationBytesPerFrame
+	// CONTINUATION frames. It defeats floods of tiny or empty
+	// CONTINUATIONs (the 2024 "CONTINUATION flood"), which cost a frame
+	// parse each while adding nothing, without refusing any peer that
+	// splits by a max frame size of at least 1 KiB.
+	continuationBytesPerFrame = 1 << 10
+
+	// smallDataMax is the largest DATA payload that, when only partly in
+	// the read buffer, is completed by refilling the read buffer (one read
+	// that may also bring in the frames behind it) and then copied into an
+	// exact-size buffer. Larger payloads are read straight from the source
+	// into their own pooled buffer after copying the part already read, so
+	// their bytes are copied at most once whatever their size. Payloads
+	// wholly in the read buffer are always copied: a memmove of up to 16 KiB
+	// costs well under the one read system call it saves.
+	smallDataMax = 4 << 10
+
+	// minWriteBufferSize is the size of the pooled write buffer taken at the
+	// first Write after a Flush: room for a max-size default frame and the
+	// control frames that typically accompany it.
+	minWriteBufferSize = 32 << 10
+)
+
+// maxEmptyReads is how many (0, nil) reads in a row the Reader accepts from
+// its source before giving up with io.ErrNoProgress, as bufio does.
+const maxEmptyReads = 100

@@ -1,0 +1,457 @@
+package h2frame
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/hpack"
+)
+
+// ReadySource is implemented by sources that can wait for readability while
+// holding no memory (internal/sockio's Conn on Linux). ReadReady blocks until
+// bytes are available, then reads into a buffer of the given size taken from
+// the pool at that moment: it returns an owned buffer whose Len is the number
+// of bytes read (at least one), or an error and no buffer.
+type ReadySource interface {
+	io.Reader
+	ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error)
+}
+
+// ReaderConfig configures a Reader.
+type ReaderConfig struct {
+	Pool *bufpool.Pool // nil: bufpool.Default()
+	// MaxFrameSize is our SETTINGS_MAX_FRAME_SIZE: larger frames are a
+	// FRAME_SIZE_ERROR. Zero means MinMaxFrameSize.
+	MaxFrameSize uint32
+	// MaxHeaderListSize is our SETTINGS_MAX_HEADER_LIST_SIZE (0: 16 MiB).
+	MaxHeaderListSize uint32
+	// MaxHeaderTableSize is our SETTINGS_HEADER_TABLE_SIZE (0: 4096).
+	MaxHeaderTableSize uint32
+	// ReadBufferSize is the size of the pooled read buffer (0: 16 KiB+9).
+	ReadBufferSize int
+	// NoPooledReads keeps one read buffer for the Reader's whole life even
+	// when the source is a ReadySource (the rollback switch).
+	NoPooledReads bool
+}
+
+// ErrFrameTooLarge is the error ReadFrameHeader wraps nothing around: frame
+// length checks return a ConnError with FRAME_SIZE_ERROR whose Reason is
+// "frame_too_large"; this variable is that value, for errors.Is-style tests.
+var ErrFrameTooLarge = ConnError{ErrCodeFrameSize, "frame_too_large"}
+
+// Reader reads frames from one connection. Only the connection's reading
+// goroutine uses it.
+//
+// The read buffer rb holds the bytes read and not yet parsed in rb[r:w].
+// With a ReadySource and pooling on, rbuf exists only while such bytes exist
+// (or while a frame is being assembled), so that an idle connection holds no
+// read memory; otherwise rbuf is taken once and freed by Close.
+type Reader struct {
+	src    io.Reader
+	ready  ReadySource // non-nil in pooled mode
+	pool   *bufpool.Pool
+	rbSize int
+
+	rbuf *bufpool.Buffer // the read buffer; owned by the Reader
+	rb   []byte          // borrowed from rbuf, valid while rbuf != nil
+	r, w int             // unparsed bytes are rb[r:w]
+
+	// tmp holds the payload of a non-DATA frame too large for the read
+	// buffer; owned by the Reader, freed at the next ReadFrame.
+	tmp *bufpool.Buffer
+
+	maxFrame   uint32
+	maxList    uint32
+	dec        *hpack.Decoder
+	emitFn     func(hpack.HeaderField) // r.emit, made once so Decode does not allocate
+	discarding bool                    // emit drops fields (PUSH_PROMISE blocks)
+
+	// Header block reassembly state, across CONTINUATION frames.
+	block      *bufpool.Buffer // accumulated fragments; owned by the Reader
+	blockLen   int
+	contStream uint32 // stream whose CONTINUATION must come next; 0: none
+	contCount  int
+	contPush   bool        // the open block belongs to a PUSH_PROMISE
+	contErr    StreamError // stream error to report once the block is decoded
+
+	err error // sticky connection-level error
+
+	// One frame value of each type, reused by every ReadFrame.
+	df  DataFrame
+	hf  HeadersFrame
+	pf  PriorityFrame
+	rf  RSTStreamFrame
+	sf  SettingsFrame
+	ppf PushPromiseFrame
+	pgf PingFrame
+	gf  GoAwayFrame
+	wf  WindowUpdateFrame
+
+	debug []byte // GOAWAY debug data copy; backs gf.Debug
+}
+
+// NewReader returns a Reader over src. When src is a ReadySource and pooling
+// is on, the read buffer is held only while unparsed bytes are pending.
+func NewReader(src io.Reader, cfg ReaderConfig) *Reader {
+	r := &Reader{src: src, pool: cfg.Pool, rbSize: cfg.ReadBufferSize}
+	if r.pool == nil {
+		r.pool = bufpool.Default()
+	}
+	if r.rbSize < HeaderLen+8 {
+		// Room for a frame header and the fixed part of any control frame
+		// that is not read through the large-frame path.
+		r.rbSize = defaultReadBufferSize
+	}
+	if rs, ok := src.(ReadySource); ok && !cfg.NoPooledReads {
+		r.ready = rs
+	}
+	r.maxFrame = cfg.MaxFrameSize
+	if r.maxFrame == 0 {
+		r.maxFrame = MinMaxFrameSize
+	}
+	r.maxList = cfg.MaxHeaderListSize
+	if r.maxList == 0 {
+		r.maxList = defaultMaxHeaderListSize
+	}
+	tbl := cfg.MaxHeaderTableSize
+	if tbl == 0 {
+		tbl = DefaultHeaderTableLen
+	}
+	r.dec = hpack.NewDecoder(tbl)
+	r.emitFn = r.emit
+	r.sf.Settings = make([]Setting, 0, 8)
+	return r
+}
+
+// SetMaxFrameSize changes our advertised SETTINGS_MAX_FRAME_SIZE once the
+// peer acknowledged it.
+func (r *Reader) SetMaxFrameSize(n uint32) {
+	if n < MinMaxFrameSize {
+		n = MinMaxFrameSize
+	}
+	if n > MaxMaxFrameSize {
+		n = MaxMaxFrameSize
+	}
+	r.maxFrame = n
+}
+
+// SetMaxHeaderListSize changes our SETTINGS_MAX_HEADER_LIST_SIZE.
+func (r *Reader) SetMaxHeaderListSize(n uint32) {
+	if n == 0 {
+		n = defaultMaxHeaderListSize
+	}
+	r.maxList = n
+}
+
+// Decoder returns the connection's HPACK decoder, so that the engine can
+// apply a changed SETTINGS_HEADER_TABLE_SIZE.
+func (r *Reader) Decoder() *hpack.Decoder { return r.dec }
+
+// Buffered reports how many unparsed bytes the Reader holds.
+func (r *Reader) Buffered() int { return r.w - r.r }
+
+// HoldsReadBuffer reports whether the Reader currently holds a pooled read
+// buffer (for idle-memory tests and metrics).
+func (r *Reader) HoldsReadBuffer() bool { return r.rbuf != nil }
+
+// Close releases the read buffer; the Reader is unusable afterwards.
+func (r *Reader) Close() {
+	r.dropReadBuffer()
+	if r.tmp != nil {
+		r.tmp.Free()
+		r.tmp = nil
+	}
+	if r.block != nil {
+		r.block.Free()
+		r.block = nil
+	}
+	if r.err == nil {
+		r.err = errReaderClosed
+	}
+}
+
+var errReaderClosed = errors.New("h2frame: reader closed")
+
+// clientPreface is the client connection preface of RFC 9113 §3.4.
+const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// ClientPreface returns the 24-byte client connection preface.
+func ClientPreface() string { return clientPreface }
+
+// ReadPreface reads and checks the 24-byte client connection preface.
+func (r *Reader) ReadPreface() error {
+	if r.err != nil {
+		return r.err
+	}
+	if err := r.fill(len(clientPreface)); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return r.fail(err)
+	}
+	got := r.rb[r.r : r.r+len(clientPreface)]
+	if string(got) != clientPreface {
+		return r.fail(ConnError{ErrCodeProtocol, "bad_preface"})
+	}
+	r.r += len(clientPreface)
+	r.release()
+	return nil
+}
+
+// fail records a connection-level error: after it the Reader returns the
+// same error forever. Stream errors are not sticky.
+func (r *Reader) fail(err error) error {
+	r.err = err
+	return err
+}
+
+// ReadFrameHeader parses a 9-byte frame header; b must hold at least
+// HeaderLen bytes. The reserved bit of the stream identifier is cleared.
+func ReadFrameHeader(b []byte) FrameHeader {
+	_ = b[8]
+	return FrameHeader{
+		Length:   uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2]),
+		Type:     Type(b[3]),
+		Flags:    Flags(b[4]),
+		StreamID: binary.BigEndian.Uint32(b[5:]) & (1<<31 - 1),
+	}
+}
+
+// ReadFrame reads the next frame. Unknown frame types are skipped. The
+// returned frame is valid until the next call; a DataFrame's Data is owned by
+// the caller. Errors are ConnError, StreamError (the connection may go on
+// reading) or I/O errors.
+func (r *Reader) ReadFrame() (Frame, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.tmp != nil {
+		r.tmp.Free()
+		r.tmp = nil
+	}
+	for {
+		f, err := r.readOne()
+		if err != nil {
+			if _, ok := err.(StreamError); !ok {
+				if err == io.EOF && (r.w > r.r || r.contStream != 0) {
+					err = io.ErrUnexpectedEOF
+				}
+				r.fail(err)
+			}
+			r.release()
+			return nil, err
+		}
+		if f != nil {
+			r.release()
+			return f, nil
+		}
+	}
+}
+
+// readOne reads one frame. It returns a nil frame and no error for frames
+// that are consumed without being returned (unknown types, CONTINUATIONs
+// of a block not yet complete).
+func (r *Reader) readOne() (Frame, error) {
+	if err := r.fill(HeaderLen); err != nil {
+		return nil, err
+	}
+	h := ReadFrameHeader(r.rb[r.r:])
+	r.r += HeaderLen
+	if h.Length > r.maxFrame {
+		return nil, ErrFrameTooLarge
+	}
+	if r.contStream != 0 && (h.Type != TypeContinuation || h.StreamID != r.contStream) {
+		// RFC 9113 §6.10: nothing may interleave with a header block,
+		// not even frames of unknown types.
+		return nil, ConnError{ErrCodeProtocol, "continuation_expected"}
+	}
+	if h.Type == TypeData {
+		return r.readData(h)
+	}
+	if h.Type > TypeContinuation {
+		return nil, r.skip(int(h.Length))
+	}
+	p, err := r.payload(int(h.Length))
+	if err != nil {
+		return nil, err
+	}
+	switch h.Type {
+	case TypeHeaders:
+		return r.parseHeaders(h, p)
+	case TypePriority:
+		return r.parsePriority(h, p)
+	case TypeRSTStream:
+		return r.parseRSTStream(h, p)
+	case TypeSettings:
+		return r.parseSettings(h, p)
+	case TypePushPromise:
+		return r.parsePushPromise(h, p)
+	case TypePing:
+		return r.parsePing(h, p)
+	case TypeGoAway:
+		return r.parseGoAway(h, p)
+	case TypeWindowUpdate:
+		return r.parseWindowUpdate(h, p)
+	default: // TypeContinuation
+		return r.parseContinuation(h, p)
+	}
+}
+
+// getReadBuffer makes sure rbuf exists. In pooled mode a new buffer is only
+// taken by fill, through ReadReady, when bytes are there.
+func (r *Reader) getReadBuffer() {
+	if r.rbuf == nil {
+		r.rbuf = r.pool.Get(r.rbSize)
+		r.rbuf.SetLen(r.rbuf.Cap())
+		r.rb = r.rbuf.Bytes()
+		r.r, r.w = 0, 0
+	}
+}
+
+// dropReadBuffer frees the read buffer whatever it holds.
+func (r *Reader) dropReadBuffer() {
+	if r.rbuf != nil {
+		r.rbuf.Free()
+		r.rbuf, r.rb = nil, nil
+	}
+	r.r, r.w = 0, 0
+}
+
+// release gives the read buffer back to the pool in pooled mode once every
+// byte in it is parsed, so that an idle connection holds no read memory.
+func (r *Reader) release() {
+	if r.r == r.w {
+		r.r, r.w = 0, 0
+		if r.ready != nil && r.rbuf != nil {
+			r.dropReadBuffer()
+		}
+	}
+}
+
+// fill makes sure rb[r:r+n] holds n unparsed bytes, n ≤ rbSize. It returns
+// io.EOF only when the source ended with no unparsed byte pending.
+func (r *Reader) fill(n int) error {
+	if r.w-r.r >= n {
+		return nil
+	}
+	if r.rbuf == nil && r.ready != nil {
+		b, err := r.ready.ReadReady(r.pool, r.rbSize)
+		if err != nil {
+			return err
+		}
+		got := b.Len()
+		b.SetLen(b.Cap())
+		r.rbuf, r.rb, r.r, r.w = b, b.Bytes(), 0, got
+		if got >= n {
+			return nil
+		}
+	}
+	r.getReadBuffer()
+	if r.r+n > len(r.rb) {
+		// Move the unparsed tail to the front to make room.
+		r.w = copy(r.rb, r.rb[r.r:r.w])
+		r.r = 0
+	}
+	zeros := 0
+	for r.w-r.r < n {
+		m, err := r.src.Read(r.rb[r.w:])
+		r.w += m
+		if err != nil {
+			if r.w-r.r >= n {
+				return nil
+			}
+			if err == io.EOF && r.w > r.r {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		if m == 0 {
+			// A Reader returning (0, nil) forever would spin here.
+			if zeros++; zeros >= maxEmptyReads {
+				return io.ErrNoProgress
+			}
+		} else {
+			zeros = 0
+		}
+	}
+	return nil
+}
+
+// payload returns the n-byte payload of the current frame, consuming it. It
+// is valid until the next ReadFrame: it lies in the read buffer, or in tmp
+// when the frame does not fit there.
+func (r *Reader) payload(n int) ([]byte, error) {
+	if r.w-r.r >= n {
+		p := r.rb[r.r : r.r+n : r.r+n]
+		r.r += n
+		return p, nil
+	}
+	if n <= r.rbSize {
+		if err := r.fill(n); err != nil {
+			return nil, unexpected(err)
+		}
+		p := r.rb[r.r : r.r+n : r.r+n]
+		r.r += n
+		return p, nil
+	}
+	if r.tmp != nil {
+		r.tmp.Free()
+	}
+	r.tmp = r.pool.Get(n)
+	p := r.tmp.Bytes()
+	if err := r.readInto(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// readInto fills p with the next len(p) bytes: first what the read buffer
+// holds, then straight from the source.
+func (r *Reader) readInto(p []byte) error {
+	k := copy(p, r.rb[r.r:r.w])
+	r.r += k
+	if k == len(p) {
+		return nil
+	}
+	if _, err := io.ReadFull(r.src, p[k:]); err != nil {
+		return unexpected(err)
+	}
+	return nil
+}
+
+// skip consumes n payload bytes without keeping them.
+func (r *Reader) skip(n int) error {
+	for {
+		k := min(n, r.w-r.r)
+		r.r += k
+		n -= k
+		if n == 0 {
+			return nil
+		}
+		if err := r.fill(min(n, r.rbSize)); err != nil {
+			return unexpected(err)
+		}
+	}
+}
+
+// unexpected turns an end of stream inside a frame into io.ErrUnexpectedEOF.
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// readRest reads len(p) bytes straight from the source, bypassing the read
+// buffer (which the caller has emptied).
+func (r *Reader) readRest(p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if _, err := io.ReadFull(r.src, p); err != nil {
+		return unexpected(err)
+	}
+	return nil
+}

@@ -1,0 +1,328 @@
+package h2frame
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/hpack"
+)
+
+// copyThreshold is the DATA payload size from which WriteDataBuffer sends
+// the payload as its own iovec instead of copying it into the write buffer.
+// Measured with BenchmarkCopyVsIovec (write_bench_test.go) into a loopback
+// TCP socket; see the figures there. Below it, the copy is cheaper than the
+// extra iovec and the reference counting; above it, the copy dominates.
+const copyThreshold = 8 << 10
+
+// VectorWriter is implemented by sinks that can write several slices in one
+// system call (internal/sockio's Conn). WriteVec writes all of bufs or
+// returns an error.
+type VectorWriter interface {
+	WriteVec(bufs [][]byte) (int64, error)
+}
+
+// WriterConfig configures a Writer.
+type WriterConfig struct {
+	Pool *bufpool.Pool // nil: bufpool.Default()
+	// PeerMaxFrameSize is the peer's SETTINGS_MAX_FRAME_SIZE (0: 16 KiB).
+	PeerMaxFrameSize uint32
+}
+
+// Writer encodes frames into a pooled buffer and flushes them together. Only
+// the goroutine holding the connection's write role uses it.
+//
+// Queued bytes are a list of segments (iov): runs of encoded frames in the
+// write buffers, and large DATA payloads referenced in place. The current
+// write buffer's unsegmented tail is wb[seg:].
+type Writer struct {
+	dst     io.Writer
+	vw      VectorWriter // dst as a VectorWriter, or nil
+	netBufs bool         // dst is a *net.TCPConn or *net.UnixConn: writev via net.Buffers
+	pool    *bufpool.Pool
+	enc     *hpack.Encoder
+	peerMax uint32
+
+	cur  *bufpool.Buffer   // current write buffer; owned by the Writer until Flush
+	wb   []byte            // borrowed from cur, valid while cur != nil; len = bytes queued in it
+	seg  int               // wb[seg:] is not yet in iov
+	iov  [][]byte          // queued segments, borrowed from the buffers in held
+	held []*bufpool.Buffer // one reference each, dropped by the next Flush
+
+	queued int
+	block  []byte      // scratch for encoded header blocks, reused
+	nb     net.Buffers // scratch header for net.Buffers.WriteTo
+}
+
+// NewWriter returns a Writer over dst; it uses vectored writes when dst is a
+// VectorWriter or a *net.TCPConn.
+func NewWriter(dst io.Writer, cfg WriterConfig) *Writer {
+	w := &Writer{dst: dst, pool: cfg.Pool, peerMax: cfg.PeerMaxFrameSize}
+	if w.pool == nil {
+		w.pool = bufpool.Default()
+	}
+	if w.peerMax == 0 {
+		w.peerMax = MinMaxFrameSize
+	}
+	switch d := dst.(type) {
+	case VectorWriter:
+		w.vw = d
+	case *net.TCPConn, *net.UnixConn:
+		w.netBufs = true
+	}
+	w.enc = hpack.NewEncoder()
+	return w
+}
+
+// Encoder returns the connection's HPACK encoder.
+func (w *Writer) Encoder() *hpack.Encoder { return w.enc }
+
+// SetPeerMaxFrameSize records the peer's SETTINGS_MAX_FRAME_SIZE.
+func (w *Writer) SetPeerMaxFrameSize(n uint32) {
+	if n < MinMaxFrameSize {
+		n = MinMaxFrameSize
+	}
+	if n > MaxMaxFrameSize {
+		n = MaxMaxFrameSize
+	}
+	w.peerMax = n
+}
+
+// PeerMaxFrameSize reports the peer's SETTINGS_MAX_FRAME_SIZE in use.
+func (w *Writer) PeerMaxFrameSize() uint32 { return w.peerMax }
+
+// Buffered reports how many bytes are queued and not yet flushed.
+func (w *Writer) Buffered() int { return w.queued }
+
+// room makes sure the current write buffer has n free bytes, taking a new
+// one from the pool (at the first write after a Flush, or when full).
+func (w *Writer) room(n int) {
+	if w.cur != nil && cap(w.wb)-len(w.wb) >= n {
+		return
+	}
+	if w.cur != nil {
+		w.cut()
+		w.held = append(w.held, w.cur) // freed by Flush
+	}
+	b := w.pool.Get(max(n, minWriteBufferSize))
+	b.SetLen(b.Cap())
+	w.cur, w.wb, w.seg = b, b.Bytes()[:0], 0
+}
+
+// cut ends the current segment of the write buffer.
+func (w *Writer) cut() {
+	if len(w.wb) > w.seg {
+		w.iov = append(w.iov, w.wb[w.seg:len(w.wb):len(w.wb)])
+		w.seg = len(w.wb)
+	}
+}
+
+// header appends a frame header; the caller made room for it.
+func (w *Writer) header(length int, t Type, f Flags, streamID uint32) {
+	w.wb = append(w.wb, byte(length>>16), byte(length>>8), byte(length),
+		byte(t), byte(f), byte(streamID>>24)&0x7f, byte(streamID>>16), byte(streamID>>8), byte(streamID))
+	w.queued += HeaderLen + length
+}
+
+// frame queues a frame whose payload is copied.
+func (w *Writer) frame(t Type, f Flags, streamID uint32, payload []byte) {
+	w.room(HeaderLen + len(payload))
+	w.header(len(payload), t, f, streamID)
+	w.wb = append(w.wb, payload...)
+}
+
+// WritePreface queues the client connection preface.
+func (w *Writer) WritePreface() {
+	w.room(len(clientPreface))
+	w.wb = append(w.wb, clientPreface...)
+	w.queued += len(clientPreface)
+}
+
+// WriteData queues a DATA frame carrying a copy of data; len(data) must not
+// exceed the peer's max frame size.
+func (w *Writer) WriteData(streamID uint32, endStream bool, data []byte) {
+	var f Flags
+	if endStream {
+		f = FlagEndStream
+	}
+	w.frame(TypeData, f, streamID, data)
+}
+
+// WriteDataBuffer queues a DATA frame whose payload is b.Bytes()[off:off+n].
+// It takes a reference on b until the flush that writes it (it borrows until
+// return; the caller keeps its own reference). Payloads above the copy
+// threshold go to the socket as their own iovec without a copy.
+func (w *Writer) WriteDataBuffer(streamID uint32, endStream bool, b *bufpool.Buffer, off, n int) {
+	p := b.Bytes()[off : off+n]
+	if n < copyThreshold {
+		w.WriteData(streamID, endStream, p)
+		return
+	}
+	var f Flags
+	if endStream {
+		f = FlagEndStream
+	}
+	w.room(HeaderLen)
+	w.header(n, TypeData, f, streamID)
+	w.cut()
+	b.Ref() // dropped by Flush
+	w.held = append(w.held, b)
+	w.iov = append(w.iov, p)
+}
+
+// WriteHeaders queues a HEADERS frame and as many CONTINUATION frames as the
+// encoded block needs, encoding fields with the connection's HPACK encoder.
+func (w *Writer) WriteHeaders(streamID uint32, endStream bool, fields []hpack.HeaderField) {
+	blk := w.enc.BeginBlock(w.block[:0])
+	for i := range fields {
+		blk = w.enc.AppendField(blk, fields[i])
+	}
+	w.block = blk
+	w.WriteHeaderBlock(streamID, endStream, blk)
+}
+
+// WriteHeaderBlock queues an already encoded header block as a HEADERS
+// frame and as many CONTINUATION frames as the peer's max frame size
+// requires; block borrows until return.
+func (w *Writer) WriteHeaderBlock(streamID uint32, endStream bool, block []byte) {
+	var f Flags
+	if endStream {
+		f = FlagEndStream
+	}
+	t := TypeHeaders
+	maxFrag := int(w.peerMax)
+	for {
+		frag := block
+		if len(frag) > maxFrag {
+			frag = frag[:maxFrag]
+		}
+		block = block[len(frag):]
+		if len(block) == 0 {
+			f |= FlagEndHeaders
+		}
+		w.frame(t, f, streamID, frag)
+		if len(block) == 0 {
+			return
+		}
+		t, f = TypeContinuation, 0
+	}
+}
+
+// WriteSettings queues a SETTINGS frame.
+func (w *Writer) WriteSettings(settings ...Setting) {
+	n := 6 * len(settings)
+	w.room(HeaderLen + n)
+	w.header(n, TypeSettings, 0, 0)
+	for _, s := range settings {
+		w.wb = binary.BigEndian.AppendUint16(w.wb, uint16(s.ID))
+		w.wb = binary.BigEndian.AppendUint32(w.wb, s.Val)
+	}
+}
+
+// WriteSettingsAck queues a SETTINGS frame with the ACK flag.
+func (w *Writer) WriteSettingsAck() {
+	w.room(HeaderLen)
+	w.header(0, TypeSettings, FlagAck, 0)
+}
+
+// WritePing queues a PING frame.
+func (w *Writer) WritePing(ack bool, data [8]byte) {
+	var f Flags
+	if ack {
+		f = FlagAck
+	}
+	w.frame(TypePing, f, 0, data[:])
+}
+
+// WriteWindowUpdate queues a WINDOW_UPDATE frame (streamID 0: connection).
+func (w *Writer) WriteWindowUpdate(streamID, increment uint32) {
+	w.room(HeaderLen + 4)
+	w.header(4, TypeWindowUpdate, 0, streamID)
+	w.wb = binary.BigEndian.AppendUint32(w.wb, increment&(1<<31-1))
+}
+
+// WriteRSTStream queues a RST_STREAM frame.
+func (w *Writer) WriteRSTStream(streamID uint32, code ErrCode) {
+	w.room(HeaderLen + 4)
+	w.header(4, TypeRSTStream, 0, streamID)
+	w.wb = binary.BigEndian.AppendUint32(w.wb, uint32(code))
+}
+
+// WriteGoAway queues a GOAWAY frame; debug is copied.
+func (w *Writer) WriteGoAway(lastStreamID uint32, code ErrCode, debug []byte) {
+	w.room(HeaderLen + 8 + len(debug))
+	w.header(8+len(debug), TypeGoAway, 0, 0)
+	w.wb = binary.BigEndian.AppendUint32(w.wb, lastStreamID&(1<<31-1))
+	w.wb = binary.BigEndian.AppendUint32(w.wb, uint32(code))
+	w.wb = append(w.wb, debug...)
+}
+
+// WritePriority queues a PRIORITY frame.
+func (w *Writer) WritePriority(streamID uint32, p Priority) {
+	w.room(HeaderLen + 5)
+	w.header(5, TypePriority, 0, streamID)
+	dep := p.StreamDep & (1<<31 - 1)
+	if p.Exclusive {
+		dep |= 1 << 31
+	}
+	w.wb = binary.BigEndian.AppendUint32(w.wb, dep)
+	w.wb = append(w.wb, p.Weight)
+}
+
+// WriteRaw queues a frame of any type with a copied payload (tests, h2spec).
+// h.Length is ignored: the payload's length is written.
+func (w *Writer) WriteRaw(h FrameHeader, payload []byte) {
+	w.frame(h.Type, h.Flags, h.StreamID, payload)
+}
+
+// Flush writes everything queued in as few system calls as it can, then
+// returns the write buffer to the pool and drops payload references.
+func (w *Writer) Flush() error {
+	if w.cur != nil {
+		w.cut()
+		w.held = append(w.held, w.cur) // freed below
+		w.cur, w.wb, w.seg = nil, nil, 0
+	}
+	var err error
+	switch {
+	case len(w.iov) == 0:
+	case len(w.iov) == 1:
+		_, err = w.dst.Write(w.iov[0])
+	case w.vw != nil:
+		_, err = w.vw.WriteVec(w.iov)
+	case w.netBufs:
+		w.nb = w.iov
+		_, err = w.nb.WriteTo(w.dst)
+		w.nb = nil
+	default:
+		for _, s := range w.iov {
+			if _, err = w.dst.Write(s); err != nil {
+				break
+			}
+		}
+	}
+	w.release()
+	return err
+}
+
+// release drops every queued segment and held reference.
+func (w *Writer) release() {
+	for _, b := range w.held {
+		b.Free() // the write buffers, and the references WriteDataBuffer took
+	}
+	clear(w.held)
+	w.held = w.held[:0]
+	clear(w.iov)
+	w.iov = w.iov[:0]
+	w.queued = 0
+}
+
+// Close drops queued frames and releases every buffer.
+func (w *Writer) Close() {
+	if w.cur != nil {
+		w.held = append(w.held, w.cur)
+		w.cur, w.wb, w.seg = nil, nil, 0
+	}
+	w.release()
+}
