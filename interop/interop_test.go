@@ -1,0 +1,434 @@
+// Package interop_test runs the gRPC interop test cases between grpc-go's
+// interop programs and leangrpc's (interop/client, interop/server), each
+// case a separate client process against a server process on loopback.
+//
+// Directions, as subtests TestInterop/<client>_to_<server>/<case>:
+//   - grpcgo_to_grpcgo: grpc-go's binaries on both sides. It validates the
+//     harness and always runs.
+//   - shim_to_shim: this project's programs built with the grpcgo_transport
+//     tag, so on grpc-go's transport. It validates the programs' own logic
+//     (the cases written here rather than taken from grpc-go) and always runs.
+//   - grpcgo_to_lean, lean_to_grpcgo, lean_to_lean: the real thing. They run
+//     when leangrpcReady is true or LEANGRPC_INTEROP=1, and are skipped with
+//     a logged reason otherwise.
+//
+// grpc-go's binaries are built with `go install <pkg>@<version>`, the version
+// being the one go.mod requires, because their dependencies (ALTS, xDS) are
+// not in this module's go.sum.
+//
+// Run:
+//
+//	go test ./interop/ -p 1 -v
+//	LEANGRPC_INTEROP=1 go test ./interop/ -run 'TestInterop/lean_to_lean' -v
+package interop_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// leangrpcReady turns the directions involving leangrpc from "skip with a
+// logged reason" into "must pass". Flip it once the root package serves and
+// dials; LEANGRPC_INTEROP=1 in the environment does the same for one run.
+var leangrpcReady = false
+
+func ready() bool { return leangrpcReady || os.Getenv("LEANGRPC_INTEROP") == "1" }
+
+const (
+	caseTimeout = 60 * time.Second // one client process
+	// directionTimeouts is how many cases of one direction may time out
+	// before the rest are failed without running, so that a hanging
+	// transport costs minutes, not caseTimeout x 16.
+	directionTimeouts = 2
+	serverStartup     = 20 * time.Second
+	grpcModule        = "google.golang.org/grpc"
+)
+
+// The 16 plaintext cases of gRPC's interop test descriptions.
+var testCases = []string{
+	"empty_unary",
+	"large_unary",
+	"client_streaming",
+	"server_streaming",
+	"ping_pong",
+	"empty_stream",
+	"timeout_on_sleeping_server",
+	"cancel_after_begin",
+	"cancel_after_first_response",
+	"status_code_and_message",
+	"special_status_message",
+	"custom_metadata",
+	"unimplemented_method",
+	"unimplemented_service",
+	"rpc_soak",
+	"channel_soak",
+}
+
+// clientArgs are passed to every client besides host, port and case. The
+// soak latency limit is generous because the test machine is shared; the
+// interop suite checks behaviour, not speed.
+var clientArgs = []string{
+	"-use_tls=false",
+	"-soak_iterations=10",
+	"-soak_max_failures=0",
+	"-soak_per_iteration_max_acceptable_latency_ms=20000",
+	"-soak_overall_timeout_seconds=50",
+}
+
+// binDir holds the binaries built for this run; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "leangrpc-interop-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// program is a client or server binary, built at most once per run.
+type program struct {
+	name  string // file name in binDir
+	build func(out string) ([]byte, error)
+
+	once sync.Once
+	path string
+	err  error
+}
+
+func (p *program) get(t *testing.T) string {
+	t.Helper()
+	p.once.Do(func() {
+		out := filepath.Join(binDir, p.name)
+		start := time.Now()
+		var log []byte
+		log, p.err = p.build(out)
+		if p.err != nil {
+			p.err = fmt.Errorf("building %s: %v\n%s", p.name, p.err, log)
+			return
+		}
+		p.path = out
+		t.Logf("built %s in %v", p.name, time.Since(start).Round(time.Millisecond))
+	})
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	return p.path
+}
+
+func goBuild(pkg string, tags ...string) func(string) ([]byte, error) {
+	return func(out string) ([]byte, error) {
+		args := []string{"build", "-o", out}
+		if len(tags) > 0 {
+			args = append(args, "-tags", strings.Join(tags, ","))
+		}
+		return exec.Command("go", append(args, pkg)...).CombinedOutput()
+	}
+}
+
+// grpcGoInstall builds one of grpc-go's main packages at the version this
+// module requires, outside this module (its go.sum lacks their deps).
+func grpcGoInstall(pkg string) func(string) ([]byte, error) {
+	return func(out string) ([]byte, error) {
+		ver, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", grpcModule).Output()
+		if err != nil {
+			return nil, fmt.Errorf("go list -m %s: %v", grpcModule, err)
+		}
+		gobin, err := os.MkdirTemp(binDir, "gobin-")
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command("go", "install", pkg+"@"+strings.TrimSpace(string(ver)))
+		cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOFLAGS=")
+		cmd.Dir = gobin // outside this module
+		if log, err := cmd.CombinedOutput(); err != nil {
+			return log, err
+		}
+		return nil, os.Rename(filepath.Join(gobin, filepath.Base(pkg)), out)
+	}
+}
+
+var (
+	grpcGoServer = &program{name: "grpcgo-server", build: grpcGoInstall(grpcModule + "/interop/server")}
+	grpcGoClient = &program{name: "grpcgo-client", build: grpcGoInstall(grpcModule + "/interop/client")}
+	leanServer   = &program{name: "lean-server", build: goBuild("github.com/leangrpc/leangrpc/interop/server")}
+	leanClient   = &program{name: "lean-client", build: goBuild("github.com/leangrpc/leangrpc/interop/client")}
+	shimServer   = &program{name: "shim-server", build: goBuild("github.com/leangrpc/leangrpc/interop/server", "grpcgo_transport")}
+	shimClient   = &program{name: "shim-client", build: goBuild("github.com/leangrpc/leangrpc/interop/client", "grpcgo_transport")}
+)
+
+type direction struct {
+	name           string
+	client, server *program
+	needsLeangrpc  bool
+}
+
+var directions = []direction{
+	{"grpcgo_to_grpcgo", grpcGoClient, grpcGoServer, false},
+	{"shim_to_shim", shimClient, shimServer, false},
+	{"grpcgo_to_lean", grpcGoClient, leanServer, true},
+	{"lean_to_grpcgo", leanClient, grpcGoServer, true},
+	{"lean_to_lean", leanClient, leanServer, true},
+}
+
+func TestInterop(t *testing.T) {
+	for _, d := range directions {
+		t.Run(d.name, func(t *testing.T) {
+			if d.needsLeangrpc && !ready() {
+				t.Skipf("skipped: leangrpcReady is false (the root package is not serving yet); set LEANGRPC_INTEROP=1 to run")
+			}
+			clientBin := d.client.get(t)
+			srv := startServer(t, d.server.get(t), "-use_tls=false")
+			timeouts := 0
+			for _, tc := range testCases {
+				t.Run(tc, func(t *testing.T) {
+					if timeouts >= directionTimeouts {
+						t.Fatalf("not run: %d earlier cases of %s timed out", timeouts, d.name)
+					}
+					srv.ensureRunning(t)
+					mark := srv.out.Len()
+					out, err := runClient(clientBin, srv.port, tc)
+					if err == nil {
+						return
+					}
+					if errors.Is(err, context.DeadlineExceeded) {
+						timeouts++
+					}
+					t.Errorf("%s client, case %s: %v\n--- client output:\n%s\n--- server output during the case:\n%s",
+						d.name, tc, err, tail(out), tail(srv.out.From(mark)))
+				})
+			}
+		})
+	}
+}
+
+// TestHarnessDetectsFailure checks that a failing case is reported as one:
+// grpc-go's client against a port where nothing listens must exit non-zero.
+func TestHarnessDetectsFailure(t *testing.T) {
+	clientBin := grpcGoClient.get(t)
+	out, err := runClient(clientBin, freePort(t), "empty_unary")
+	if err == nil {
+		t.Fatalf("client against a closed port succeeded; output:\n%s", out)
+	}
+	t.Logf("failed as expected: %v", err)
+}
+
+// TestClientRejectsUnknownCase checks that our client does not pass a case it
+// does not implement.
+func TestClientRejectsUnknownCase(t *testing.T) {
+	srv := startServer(t, grpcGoServer.get(t), "-use_tls=false")
+	out, err := runClient(shimClient.get(t), srv.port, "no_such_case")
+	if err == nil {
+		t.Fatalf("unknown test case succeeded; output:\n%s", out)
+	}
+	if !bytes.Contains(out, []byte("unsupported test case")) {
+		t.Errorf("output does not name the problem:\n%s", out)
+	}
+}
+
+// TestExamples runs examples/echo: the server, then the client against it.
+func TestExamples(t *testing.T) {
+	if !ready() {
+		t.Skipf("skipped: leangrpcReady is false (the root package is not serving yet); set LEANGRPC_INTEROP=1 to run")
+	}
+	server := (&program{name: "echo-server", build: goBuild("github.com/leangrpc/leangrpc/examples/echo/server")}).get(t)
+	client := (&program{name: "echo-client", build: goBuild("github.com/leangrpc/leangrpc/examples/echo/client")}).get(t)
+	port := freePort(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	srv := startProcess(t, server, port, "-addr="+addr)
+	defer srv.stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, client, "-addr="+addr, "-msg=interop says hi", "-who=tester").CombinedOutput()
+	if err != nil {
+		t.Fatalf("echo client: %v\n%s\n--- server:\n%s", err, out, srv.out.From(0))
+	}
+	for _, want := range []string{"echo: interop says hi", "echoed-for: [tester]", "/grpc.testing.TestService/UnaryCall"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("echo client output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// runClient runs one case in a fresh client process. The error wraps
+// context.DeadlineExceeded when the process ran out of time.
+func runClient(bin string, port int, testCase string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
+	defer cancel()
+	args := append([]string{"-server_host=127.0.0.1", "-server_port=" + strconv.Itoa(port), "-test_case=" + testCase}, clientArgs...)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		return out, fmt.Errorf("no result within %v: %w (%v)", caseTimeout, ctx.Err(), err)
+	}
+	return out, err
+}
+
+// serverProc is a running server process and its captured output.
+type serverProc struct {
+	bin  string
+	args []string
+	port int
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{} // closed when the process has exited
+}
+
+// startServer starts an interop server (flag -port) on a free port and
+// waits until it accepts connections. It is stopped at the end of t.
+func startServer(t *testing.T, bin string, args ...string) *serverProc {
+	t.Helper()
+	var lastErr error
+	for range 3 { // the free port can be taken between probe and bind
+		s := &serverProc{bin: bin, args: args, port: freePort(t), out: &syncBuffer{}}
+		if lastErr = s.start(); lastErr == nil {
+			t.Cleanup(s.stop)
+			return s
+		}
+		s.stop()
+	}
+	t.Fatalf("starting %s: %v", filepath.Base(bin), lastErr)
+	return nil
+}
+
+// startProcess starts bin with args, listening on port, and waits until the
+// port accepts connections.
+func startProcess(t *testing.T, bin string, port int, args ...string) *serverProc {
+	t.Helper()
+	s := &serverProc{bin: bin, port: port, out: &syncBuffer{}}
+	if err := s.startCmd(args); err != nil {
+		s.stop()
+		t.Fatalf("starting %s: %v", filepath.Base(bin), err)
+	}
+	return s
+}
+
+func (s *serverProc) start() error {
+	return s.startCmd(append([]string{"-port=" + strconv.Itoa(s.port)}, s.args...))
+}
+
+func (s *serverProc) startCmd(args []string) error {
+	s.cmd = exec.Command(s.bin, args...)
+	s.cmd.Stdout = s.out
+	s.cmd.Stderr = s.out
+	s.done = make(chan struct{})
+	if err := s.cmd.Start(); err != nil {
+		close(s.done)
+		return err
+	}
+	go func() {
+		s.cmd.Wait()
+		close(s.done)
+	}()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+	deadline := time.Now().Add(serverStartup)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-s.done:
+			return fmt.Errorf("exited before listening (%v); output:\n%s", s.cmd.ProcessState, s.out.From(0))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not listening on %s after %v; output:\n%s", addr, serverStartup, s.out.From(0))
+		}
+	}
+}
+
+// ensureRunning restarts the server on the same port if it has exited, so
+// that one crash fails one case, not all the following ones.
+func (s *serverProc) ensureRunning(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.done:
+	default:
+		return
+	}
+	t.Errorf("server had exited (%v) before this case; output:\n%s", s.cmd.ProcessState, tail(s.out.From(0)))
+	s.out = &syncBuffer{}
+	if err := s.start(); err != nil {
+		t.Fatalf("restarting the server: %v", err)
+	}
+}
+
+func (s *serverProc) stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	s.cmd.Process.Kill()
+	<-s.done
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// tail returns the last lines of out, enough to show a failure.
+func tail(out []byte) []byte {
+	const max = 8 << 10
+	if len(out) > max {
+		return append([]byte("...\n"), out[len(out)-max:]...)
+	}
+	return out
+}
+
+// syncBuffer is an output sink written by a process and read by the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer // guarded by mu
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+// From returns a copy of what was written from offset on.
+func (b *syncBuffer) From(offset int) []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if offset > b.buf.Len() {
+		offset = b.buf.Len()
+	}
+	return bytes.Clone(b.buf.Bytes()[offset:])
+}
