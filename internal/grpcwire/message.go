@@ -1,0 +1,238 @@
+package grpcwire
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+)
+
+// PrefixLen is the length of the prefix before each message: one flag byte
+// (1 = compressed) and a big-endian 32-bit length.
+const PrefixLen = 5
+
+// DefaultMaxRecvMsgSize is grpc-go's default receive limit.
+const DefaultMaxRecvMsgSize = 4 << 20
+
+// DefaultMaxSendMsgSize is grpc-go's default send limit: none.
+const DefaultMaxSendMsgSize = math.MaxInt32
+
+// PutPrefix writes a message prefix into p[:PrefixLen].
+func PutPrefix(p []byte, compressed bool, n uint32) {
+	p[0] = 0
+	if compressed {
+		p[0] = 1
+	}
+	binary.BigEndian.PutUint32(p[1:PrefixLen], n)
+}
+
+// Message is one received message.
+type Message struct {
+	// Data is the payload: one mem.Buffer when the message lay in one DATA
+	// frame (a view of the pooled buffer it landed in), several when it
+	// spanned frames. The receiver owns it and must Free it.
+	Data       mem.BufferSlice
+	Compressed bool
+}
+
+// Parser splits the DATA payloads of one stream into messages. It keeps no
+// copy: each message is a set of views of the buffers it arrived in. A
+// Parser is used by one goroutine at a time.
+type Parser struct {
+	// MaxRecv bounds a message's length; 0 means DefaultMaxRecvMsgSize.
+	// The prefix is checked before any of the message is buffered.
+	MaxRecv int
+
+	q     []mem.Buffer // owned: pending payloads, q[0] read from off
+	off   int
+	avail int // unread bytes across q
+
+	havePrefix bool
+	flag       byte
+	length     int
+}
+
+// Push appends one DATA payload. It takes ownership of b.
+func (p *Parser) Push(b *bufpool.Buffer) {
+	if b == nil {
+		return
+	}
+	if b.Len() == 0 {
+		b.Free()
+		return
+	}
+	p.PushMem(b.Mem())
+}
+
+// PushMem appends one payload already in mem form. It takes ownership of m.
+func (p *Parser) PushMem(m mem.Buffer) {
+	if m.Len() == 0 {
+		m.Free()
+		return
+	}
+	p.q = append(p.q, m)
+	p.avail += m.Len()
+}
+
+// Buffered reports how many bytes are held and not yet returned.
+func (p *Parser) Buffered() int { return p.avail }
+
+// InProgress reports whether a message has begun and not been completed
+// (the condition under which an end of stream is a truncation).
+func (p *Parser) InProgress() bool { return p.havePrefix || p.avail > 0 }
+
+// Need reports how many more bytes the current message needs, or 0 when
+// none has begun; the engine may use it to open the flow-control window
+// for a whole large message at once.
+func (p *Parser) Need() int {
+	if !p.havePrefix {
+		return 0
+	}
+	if p.length > p.avail {
+		return p.length - p.avail
+	}
+	return 0
+}
+
+// Next returns the next complete message. ok is false when more data is
+// needed. Errors are status errors: ResourceExhausted for a message over
+// MaxRecv, Internal for an unknown flag value. After an error the Parser
+// must be Closed.
+func (p *Parser) Next() (msg Message, ok bool, err error) {
+	if !p.havePrefix {
+		if p.avail < PrefixLen {
+			return Message{}, false, nil
+		}
+		var pre [PrefixLen]byte
+		p.read(pre[:])
+		p.flag = pre[0]
+		p.length = int(binary.BigEndian.Uint32(pre[1:]))
+		p.havePrefix = true
+		if p.flag > 1 {
+			return Message{}, false, status.Errorf(codes.Internal, "grpc: received unexpected payload format %d", p.flag)
+		}
+		max := p.MaxRecv
+		if max <= 0 {
+			max = DefaultMaxRecvMsgSize
+		}
+		if p.length > max {
+			return Message{}, false, status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", p.length, max)
+		}
+	}
+	if p.avail < p.length {
+		return Message{}, false, nil
+	}
+	msg.Compressed = p.flag == 1
+	msg.Data = p.take(p.length)
+	p.havePrefix = false
+	return msg, true, nil
+}
+
+// read copies len(dst) bytes out of the queue; avail must cover them.
+func (p *Parser) read(dst []byte) {
+	for len(dst) > 0 {
+		b := p.q[0].ReadOnlyData()[p.off:]
+		n := copy(dst, b)
+		dst = dst[n:]
+		p.consume(n)
+	}
+}
+
+// consume drops n bytes from the head of q[0].
+func (p *Parser) consume(n int) {
+	p.off += n
+	p.avail -= n
+	if p.off == p.q[0].Len() {
+		p.q[0].Free() // the parser's reference; views taken from it hold their own
+		p.q[0] = nil
+		p.q = p.q[1:]
+		p.off = 0
+		if len(p.q) == 0 {
+			p.q = p.q[:0:0]
+		}
+	}
+}
+
+// take returns n bytes from the queue as views of the queued buffers.
+func (p *Parser) take(n int) mem.BufferSlice {
+	if n == 0 {
+		return nil
+	}
+	var out mem.BufferSlice
+	if first := p.q[0].Len() - p.off; first >= n {
+		out = mem.BufferSlice{p.q[0].Slice(p.off, p.off+n)}
+		p.consume(n)
+		return out
+	}
+	for n > 0 {
+		head := p.q[0]
+		k := min(head.Len()-p.off, n)
+		out = append(out, head.Slice(p.off, p.off+k))
+		p.consume(k)
+		n -= k
+	}
+	return out
+}
+
+// Close frees every held buffer.
+func (p *Parser) Close() {
+	for i, b := range p.q {
+		b.Free()
+		p.q[i] = nil
+	}
+	p.q = nil
+	p.off, p.avail, p.havePrefix = 0, 0, false
+}
+
+// ErrTruncated is the status of a stream that ended inside a message.
+var ErrTruncated = status.Error(codes.Internal, "grpc: stream ended with an incomplete message")
+
+// EncodeMessage marshals msg with codec and returns the 5-byte prefix and
+// the payload. The payload is what the codec returned (from pool when the
+// codec uses it), not a copy: the caller owns it and must Free it. A
+// payload over maxSend is a ResourceExhausted status error.
+func EncodeMessage(codec encoding.CodecV2, msg any, maxSend int) (prefix [PrefixLen]byte, data mem.BufferSlice, err error) {
+	data, err = codec.Marshal(msg)
+	if err != nil {
+		data.Free()
+		return prefix, nil, status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+	}
+	n := data.Len()
+	if maxSend <= 0 {
+		maxSend = DefaultMaxSendMsgSize
+	}
+	if n > maxSend {
+		data.Free()
+		return prefix, nil, status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, maxSend)
+	}
+	if uint64(n) > math.MaxUint32 {
+		data.Free()
+		return prefix, nil, status.Errorf(codes.ResourceExhausted, "grpc: message too large (%d bytes)", n)
+	}
+	PutPrefix(prefix[:], false, uint32(n))
+	return prefix, data, nil
+}
+
+// DecodeMessage unmarshals a received message with codec. It takes
+// ownership of m.Data. A compressed message is refused: compression is not
+// negotiated yet, so the flag is Internal with no grpc-encoding, as grpc-go
+// reports, and Unimplemented with one.
+func DecodeMessage(codec encoding.CodecV2, m Message, encodingName string, dst any) error {
+	if m.Compressed {
+		m.Data.Free()
+		if encodingName == "" || encodingName == "identity" {
+			return status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
+		}
+		return status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", encodingName)
+	}
+	err := codec.Unmarshal(m.Data, dst)
+	m.Data.Free()
+	if err != nil {
+		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+	}
+	return nil
+}

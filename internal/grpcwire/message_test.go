@@ -1,0 +1,177 @@
+package grpcwire
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	_ "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+func frame(compressed bool, payload []byte) []byte {
+	b := make([]byte, PrefixLen+len(payload))
+	PutPrefix(b, compressed, uint32(len(payload)))
+	copy(b[PrefixLen:], payload)
+	return b
+}
+
+// feed splits data into buffers of the given sizes (the last one takes
+// the rest) and pushes them.
+func feed(p *Parser, pool *bufpool.Pool, data []byte, sizes ...int) {
+	for _, n := range sizes {
+		if n > len(data) {
+			n = len(data)
+		}
+		p.Push(pool.Copy(data[:n]))
+		data = data[n:]
+	}
+	if len(data) > 0 {
+		p.Push(pool.Copy(data))
+	}
+}
+
+func TestParserSplits(t *testing.T) {
+	pool := bufpool.New(nil)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1000) // 16000 bytes: pooled by mem
+	small := []byte("hello")
+	stream := append(append(append(frame(false, big), frame(true, small)...), frame(false, nil)...), frame(false, big)...)
+	splits := [][]int{
+		{len(stream)},
+		{1, 1, 1, 1, 1, 1},
+		{3, 16000, 2},
+		{PrefixLen + len(big), PrefixLen + len(small), PrefixLen},
+		{7, 7, 7, 7, 100, 9000, 9000},
+	}
+	for _, sizes := range splits {
+		var p Parser
+		feed(&p, pool, stream, sizes...)
+		var got [][]byte
+		var flags []bool
+		for {
+			m, ok, err := p.Next()
+			if err != nil {
+				t.Fatalf("%v: %v", sizes, err)
+			}
+			if !ok {
+				break
+			}
+			got = append(got, m.Data.Materialize())
+			flags = append(flags, m.Compressed)
+			m.Data.Free()
+		}
+		if len(got) != 4 || !bytes.Equal(got[0], big) || !bytes.Equal(got[1], small) || len(got[2]) != 0 || !bytes.Equal(got[3], big) {
+			t.Fatalf("%v: got %d messages", sizes, len(got))
+		}
+		if flags[0] || !flags[1] || flags[2] {
+			t.Errorf("%v: flags %v", sizes, flags)
+		}
+		if p.InProgress() || p.Buffered() != 0 {
+			t.Errorf("%v: leftover %d", sizes, p.Buffered())
+		}
+		p.Close()
+		if n := pool.Outstanding(); n != 0 {
+			t.Errorf("%v: %d buffers outstanding", sizes, n)
+		}
+	}
+}
+
+func TestParserZeroCopyInOneBuffer(t *testing.T) {
+	pool := bufpool.New(nil)
+	payload := bytes.Repeat([]byte{7}, 8000)
+	b := pool.Copy(frame(false, payload))
+	inBuf := b.Bytes()
+	var p Parser
+	p.Push(b)
+	m, ok, err := p.Next()
+	if !ok || err != nil {
+		t.Fatalf("Next: %v %v", ok, err)
+	}
+	if len(m.Data) != 1 {
+		t.Fatalf("message in one DATA buffer came as %d pieces", len(m.Data))
+	}
+	if &m.Data[0].ReadOnlyData()[0] != &inBuf[PrefixLen] {
+		t.Error("message in one DATA buffer was copied")
+	}
+	if pool.Outstanding() != 1 {
+		t.Errorf("outstanding %d while the message is held", pool.Outstanding())
+	}
+	m.Data.Free()
+	p.Close()
+	if pool.Outstanding() != 0 {
+		t.Errorf("outstanding %d after Free", pool.Outstanding())
+	}
+}
+
+func TestParserLimitsCheckedOnPrefix(t *testing.T) {
+	pool := bufpool.New(nil)
+	var p Parser
+	p.MaxRecv = 10
+	pre := make([]byte, PrefixLen)
+	PutPrefix(pre, false, 11)
+	p.Push(pool.Copy(pre)) // only the prefix: the limit must trip before the body
+	_, _, err := p.Next()
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("over limit: %v, want ResourceExhausted", err)
+	}
+	p.Close()
+
+	p = Parser{}
+	p.Push(pool.Copy([]byte{2, 0, 0, 0, 0}))
+	if _, _, err := p.Next(); status.Code(err) != codes.Internal {
+		t.Errorf("flag 2: %v, want Internal", err)
+	}
+	p.Close()
+
+	p = Parser{}
+	PutPrefix(pre, false, DefaultMaxRecvMsgSize+1)
+	p.Push(pool.Copy(pre))
+	if _, _, err := p.Next(); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("default limit: %v, want ResourceExhausted", err)
+	}
+	p.Close()
+
+	p = Parser{}
+	p.Push(pool.Copy(frame(false, []byte("abc"))[:6]))
+	if _, ok, err := p.Next(); ok || err != nil || !p.InProgress() || p.Need() != 2 {
+		t.Errorf("truncated: ok %v err %v inProgress %v need %d", ok, err, p.InProgress(), p.Need())
+	}
+	p.Close()
+	if pool.Outstanding() != 0 {
+		t.Errorf("outstanding %d", pool.Outstanding())
+	}
+}
+
+func TestEncodeDecodeMessage(t *testing.T) {
+	codec := encoding.GetCodecV2("proto")
+	in := &grpc_testing.SimpleRequest{ResponseSize: 42, Payload: &grpc_testing.Payload{Body: bytes.Repeat([]byte{1}, 3000)}}
+	pre, data, err := EncodeMessage(codec, in, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pre[0] != 0 || int(pre[1])<<24|int(pre[2])<<16|int(pre[3])<<8|int(pre[4]) != data.Len() {
+		t.Fatalf("prefix %v for %d bytes", pre, data.Len())
+	}
+	var out grpc_testing.SimpleRequest
+	if err := DecodeMessage(codec, Message{Data: data}, "", &out); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(in, &out) {
+		t.Error("round trip differs")
+	}
+	if _, _, err := EncodeMessage(codec, in, 100); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("send limit: %v", err)
+	}
+	_, data, _ = EncodeMessage(codec, in, 0)
+	if err := DecodeMessage(codec, Message{Data: data, Compressed: true}, "", &out); status.Code(err) != codes.Internal {
+		t.Errorf("compressed without encoding: %v", err)
+	}
+	_, data, _ = EncodeMessage(codec, in, 0)
+	if err := DecodeMessage(codec, Message{Data: data, Compressed: true}, "gzip", &out); status.Code(err) != codes.Unimplemented {
+		t.Errorf("compressed with gzip: %v", err)
+	}
+}
