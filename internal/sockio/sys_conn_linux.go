@@ -103,6 +103,7 @@ func (w *rawWriter) init(rc syscall.RawConn) {
 
 func (w *rawWriter) writeVec(bufs [][]byte) (int64, error) {
 	w.bufs, w.idx, w.off, w.n, w.err, w.hi = bufs, 0, 0, 0, nil, 0
+	raceReleaseIO()
 	err := w.rc.Write(w.fn)
 	if err == nil {
 		err = w.err
@@ -289,7 +290,10 @@ func rawOpErr(err error) error {
 
 // SetRcvLowat sets SO_RCVLOWAT on c's socket (or the socket under one of
 // this package's wrappers): the poller reports it readable only once n bytes
-// are queued. It does nothing for conns without a socket descriptor.
+// are queued, so a ReadReady that parks wakes with at least n bytes to read.
+// A ReadReady that finds fewer bytes already queued on entry still returns
+// them (non-blocking reads ignore the mark). It does nothing for conns
+// without a socket descriptor.
 func SetRcvLowat(c net.Conn, n int) error {
 	return setsockopt(c, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, n)
 }

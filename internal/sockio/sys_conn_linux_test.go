@@ -1,0 +1,531 @@
+package sockio
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+)
+
+var (
+	_ readySource  = (*Conn)(nil)
+	_ vectorWriter = (*Conn)(nil)
+	_ vectorWriter = (*VecConn)(nil)
+)
+
+func TestWrapPathsLinux(t *testing.T) {
+	c, _ := tcpPair(t)
+	if w, ok := Wrap(c, true).(*Conn); !ok || w.NetConn() != c {
+		t.Fatalf("Wrap(tcp, true) = %T, want *Conn over the TCP conn", Wrap(c, true))
+	}
+	w := Wrap(c, false)
+	if _, ok := w.(*VecConn); !ok {
+		t.Fatalf("Wrap(tcp, false) = %T, want *VecConn", w)
+	}
+	if _, ok := w.(readySource); ok {
+		t.Fatal("Wrap(tcp, false) implements ReadReady; the frame layer would pool reads")
+	}
+	if u, ok := Wrap(Wrap(c, true), false).(*VecConn); !ok || u.NetConn() != c {
+		t.Fatal("rewrapping a *Conn with pooled=false did not yield a *VecConn over the original conn")
+	}
+
+	dir := t.TempDir()
+	ln, err := net.Listen("unix", filepath.Join(dir, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if s, err := ln.Accept(); err == nil {
+			s.Close()
+		}
+	}()
+	u, err := net.Dial("unix", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if _, ok := Wrap(u, true).(*Conn); !ok {
+		t.Fatalf("Wrap(unix, true) = %T, want *Conn", Wrap(u, true))
+	}
+}
+
+// readAll collects want bytes with ReadReady, cycling through sizes, and
+// frees every buffer.
+func readAll(t *testing.T, c *Conn, pool *bufpool.Pool, want int, sizes []int) []byte {
+	t.Helper()
+	got := make([]byte, 0, want)
+	for i := 0; len(got) < want; i++ {
+		size := sizes[i%len(sizes)]
+		b, err := c.ReadReady(pool, size)
+		if err != nil {
+			t.Fatalf("ReadReady after %d of %d bytes: %v", len(got), want, err)
+		}
+		if b.Len() < 1 || b.Len() > size {
+			t.Fatalf("ReadReady(size %d) returned Len %d", size, b.Len())
+		}
+		got = append(got, b.Bytes()...)
+		b.Free()
+	}
+	return got
+}
+
+func TestReadReadyStream(t *testing.T) {
+	client, server := tcpPair(t)
+	c := Wrap(server, true).(*Conn)
+	pool := bufpool.New(nil)
+
+	// Writes of 1 B up to 256 KiB, read back with sizes 1 B up to 256 KiB.
+	var writes []int
+	for n := 1; n <= 256<<10; n *= 4 {
+		writes = append(writes, n, n+3)
+	}
+	total := 0
+	for _, n := range writes {
+		total += n
+	}
+	want := pattern(0, total)
+	errc := make(chan error, 1)
+	go func() {
+		off := 0
+		for _, n := range writes {
+			if _, err := client.Write(want[off : off+n]); err != nil {
+				errc <- err
+				return
+			}
+			off += n
+		}
+		errc <- nil
+	}()
+
+	server.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := readAll(t, c, pool, total, []int{1, 7, 100, 4096, 16<<10 + 9, 256 << 10})
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes that differ from the %d written", len(got), total)
+	}
+	if n := pool.Outstanding(); n != 0 {
+		t.Fatalf("pool.Outstanding() = %d after freeing everything, want 0", n)
+	}
+
+	// The peer's close is io.EOF, and no buffer is held for it.
+	client.Close()
+	if b, err := c.ReadReady(pool, 64); err != io.EOF || b != nil {
+		t.Fatalf("ReadReady after the peer closed = %v, %v; want nil, io.EOF", b, err)
+	}
+	if n := pool.Outstanding(); n != 0 {
+		t.Fatalf("pool.Outstanding() = %d after EOF, want 0", n)
+	}
+}
+
+// waitParked waits until a goroutine sits in the poller inside ReadReady.
+func waitParked(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		n := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			if strings.Contains(g, "[IO wait") && strings.Contains(g, "sockio.(*Conn).ReadReady") {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("no goroutine parked in ReadReady after 5s")
+}
+
+type readResult struct {
+	b   *bufpool.Buffer
+	err error
+}
+
+func goReadReady(c *Conn, pool *bufpool.Pool, size int) chan readResult {
+	ch := make(chan readResult, 1)
+	go func() {
+		b, err := c.ReadReady(pool, size)
+		ch <- readResult{b, err}
+	}()
+	return ch
+}
+
+func TestReadReadyParkedHoldsNothing(t *testing.T) {
+	client, server := tcpPair(t)
+	c := Wrap(server, true).(*Conn)
+	pool := bufpool.New(nil)
+
+	for round := 0; round < 3; round++ {
+		ch := goReadReady(c, pool, 64<<10)
+		waitParked(t)
+		if n := pool.Outstanding(); n != 0 {
+			t.Fatalf("round %d: pool.Outstanding() = %d while parked on an idle socket, want 0", round, n)
+		}
+		msg := []byte{'a' + byte(round), 'b', 'c'}
+		if _, err := client.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		r := <-ch
+		if r.err != nil {
+			t.Fatalf("round %d: ReadReady: %v", round, r.err)
+		}
+		if !bytes.Equal(r.b.Bytes(), msg) {
+			t.Fatalf("round %d: ReadReady = %q, want %q", round, r.b.Bytes(), msg)
+		}
+		if n := pool.Outstanding(); n != 1 {
+			t.Fatalf("round %d: pool.Outstanding() = %d holding the result, want 1", round, n)
+		}
+		r.b.Free()
+	}
+	if n := pool.Outstanding(); n != 0 {
+		t.Fatalf("pool.Outstanding() = %d, want 0", n)
+	}
+}
+
+func TestReadReadyDeadline(t *testing.T) {
+	_, server := tcpPair(t)
+	c := Wrap(server, true).(*Conn)
+	pool := bufpool.New(nil)
+
+	for _, d := range []time.Duration{-time.Second, 30 * time.Millisecond} {
+		c.SetReadDeadline(time.Now().Add(d))
+		b, err := c.ReadReady(pool, 1024)
+		if b != nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("deadline %v: ReadReady = %v, %v; want nil and os.ErrDeadlineExceeded", d, b, err)
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("deadline %v: error %v is not a net.Error with Timeout()", d, err)
+		}
+		var oe *net.OpError
+		if !errors.As(err, &oe) || oe.Op != "read" {
+			t.Fatalf("deadline %v: error %#v is not a *net.OpError with op read", d, err)
+		}
+		if n := pool.Outstanding(); n != 0 {
+			t.Fatalf("pool.Outstanding() = %d after a deadline, want 0", n)
+		}
+	}
+}
+
+func TestReadReadyClose(t *testing.T) {
+	_, server := tcpPair(t)
+	c := Wrap(server, true).(*Conn)
+	pool := bufpool.New(nil)
+
+	ch := goReadReady(c, pool, 1024)
+	waitParked(t)
+	c.Close()
+	select {
+	case r := <-ch:
+		if r.b != nil || !errors.Is(r.err, net.ErrClosed) {
+			t.Fatalf("ReadReady after Close = %v, %v; want nil and net.ErrClosed", r.b, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not unblock ReadReady")
+	}
+	if _, err := c.ReadReady(pool, 1024); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("ReadReady on a closed conn: %v, want net.ErrClosed", err)
+	}
+	if n := pool.Outstanding(); n != 0 {
+		t.Fatalf("pool.Outstanding() = %d, want 0", n)
+	}
+}
+
+func TestReadReadyReset(t *testing.T) {
+	client, server := tcpPair(t)
+	c := Wrap(server, true).(*Conn)
+	pool := bufpool.New(nil)
+
+	// Unread data on close plus linger 0 makes the kernel send RST.
+	server.Write([]byte("unread"))
+	client.SetLinger(0)
+	time.Sleep(10 * time.Millisecond)
+	client.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, err := c.ReadReady(pool, 1024)
+	if b != nil || !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("ReadReady after RST = %v, %v; want nil and ECONNRESET", b, err)
+	}
+	var oe *net.OpError
+	if !errors.As(err, &oe) || oe.Op != "read" || oe.Addr == nil {
+		t.Fatalf("error %#v is not a *net.OpError with op read and the peer address", err)
+	}
+	if n := pool.Outstanding(); n != 0 {
+		t.Fatalf("pool.Outstanding() = %d, want 0", n)
+	}
+}
+
+func TestWriteVecLarge(t *testing.T) {
+	client, server := tcpPair(t)
+	client.SetWriteBuffer(16 << 10)
+	server.SetReadBuffer(16 << 10)
+	for _, pooled := range []bool{true, false} {
+		w := Wrap(client, pooled)
+		vw := w.(vectorWriter)
+
+		// About 4 MiB in 2500 slices (more than one writev's 1024 iovecs),
+		// with empty slices scattered in.
+		var sizes []int
+		for i := 0; i < 2500; i++ {
+			switch {
+			case i%97 == 0:
+				sizes = append(sizes, 0)
+			case i%10 == 0:
+				sizes = append(sizes, 64<<10+i)
+			default:
+				sizes = append(sizes, 1+i*7%1000)
+			}
+		}
+		bufs, want := slices(sizes)
+
+		got := make(chan []byte, 1)
+		go func() {
+			// A slow reader: small reads with pauses, so the writer finds the
+			// send buffer full and parks.
+			out := make([]byte, 0, len(want))
+			buf := make([]byte, 32<<10)
+			server.SetReadDeadline(time.Now().Add(20 * time.Second))
+			for i := 0; len(out) < len(want); i++ {
+				n, err := server.Read(buf)
+				if err != nil {
+					break
+				}
+				out = append(out, buf[:n]...)
+				if i%64 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			got <- out
+		}()
+		client.SetWriteDeadline(time.Now().Add(20 * time.Second))
+		n, err := vw.WriteVec(bufs)
+		if err != nil || n != int64(len(want)) {
+			t.Fatalf("pooled %v: WriteVec = %d, %v; want %d, nil", pooled, n, err, len(want))
+		}
+		if g := <-got; !bytes.Equal(g, want) {
+			t.Fatalf("pooled %v: peer read %d bytes that differ from the %d written", pooled, len(g), len(want))
+		}
+		rw := rawWriterOf(w)
+		if rw.parks == 0 {
+			t.Errorf("pooled %v: WriteVec never parked on a full send buffer; the partial-write path did not run", pooled)
+		}
+		for i, v := range rw.iov[:cap(rw.iov)] {
+			if v.Base != nil {
+				t.Fatalf("pooled %v: iovec %d still points at caller memory after WriteVec", pooled, i)
+			}
+		}
+		if len(rw.iov) > maxIovecs {
+			t.Fatalf("pooled %v: %d iovecs in one writev, limit %d", pooled, len(rw.iov), maxIovecs)
+		}
+	}
+}
+
+func rawWriterOf(c net.Conn) *rawWriter {
+	switch c := c.(type) {
+	case *Conn:
+		return &c.w
+	case *VecConn:
+		return &c.w
+	}
+	return nil
+}
+
+func TestWriteVecEmpty(t *testing.T) {
+	client, _ := tcpPair(t)
+	vw := Wrap(client, true).(vectorWriter)
+	for _, bufs := range [][][]byte{nil, {}, {nil, {}}} {
+		if n, err := vw.WriteVec(bufs); n != 0 || err != nil {
+			t.Fatalf("WriteVec(%v) = %d, %v; want 0, nil", bufs, n, err)
+		}
+	}
+}
+
+func TestWriteVecDeadlineAndClose(t *testing.T) {
+	client, _ := tcpPair(t)
+	client.SetWriteBuffer(16 << 10)
+	c := Wrap(client, true).(*Conn)
+
+	// Nobody reads: the write fills the buffers, parks, and times out.
+	big := make([]byte, 32<<20)
+	c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+	n, err := c.WriteVec([][]byte{big, big})
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("WriteVec past the write deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+	var oe *net.OpError
+	if !errors.As(err, &oe) || oe.Op != "writev" {
+		t.Fatalf("error %#v is not a *net.OpError with op writev", err)
+	}
+	if n <= 0 || n >= int64(2*len(big)) {
+		t.Fatalf("WriteVec reported %d bytes written, want a partial count", n)
+	}
+
+	c.SetWriteDeadline(time.Time{})
+	c.Close()
+	if _, err := c.WriteVec([][]byte{[]byte("x")}); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("WriteVec after Close: %v, want net.ErrClosed", err)
+	}
+}
+
+func TestWriteVecPeerReset(t *testing.T) {
+	client, server := tcpPair(t)
+	c := Wrap(client, false).(*VecConn)
+	server.SetLinger(0)
+	server.Close()
+	time.Sleep(10 * time.Millisecond)
+	buf := make([]byte, 64<<10)
+	var err error
+	for i := 0; i < 100 && err == nil; i++ {
+		_, err = c.WriteVec([][]byte{buf})
+	}
+	if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("WriteVec to a reset peer: %v, want ECONNRESET or EPIPE", err)
+	}
+	var oe *net.OpError
+	if !errors.As(err, &oe) || oe.Op != "writev" {
+		t.Fatalf("error %#v is not a *net.OpError with op writev", err)
+	}
+}
+
+func TestAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	client, server := tcpPair(t)
+
+	t.Run("ReadReady", func(t *testing.T) {
+		c := Wrap(server, true).(*Conn)
+		pool := bufpool.New(nil)
+		const size, runs = 256, 100
+		if _, err := client.Write(make([]byte, size*(runs+10))); err != nil {
+			t.Fatal(err)
+		}
+		server.SetReadDeadline(time.Now().Add(5 * time.Second))
+		var rerr error
+		allocs := testing.AllocsPerRun(runs, func() {
+			b, err := c.ReadReady(pool, size)
+			if err != nil {
+				rerr = err
+				return
+			}
+			b.Free()
+		})
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		if allocs != 0 {
+			t.Fatalf("ReadReady with data waiting: %v allocs per call, want 0", allocs)
+		}
+	})
+
+	t.Run("WriteVec", func(t *testing.T) {
+		done := make(chan struct{})
+		go func() { // drains without allocating
+			defer close(done)
+			buf := make([]byte, 64<<10)
+			for {
+				if _, err := server.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		bufs := make([][]byte, 8)
+		for i := range bufs {
+			bufs[i] = make([]byte, 1024)
+		}
+		for _, pooled := range []bool{true, false} {
+			vw := Wrap(client, pooled).(vectorWriter)
+			var werr error
+			allocs := testing.AllocsPerRun(100, func() {
+				if _, err := vw.WriteVec(bufs); err != nil {
+					werr = err
+				}
+			})
+			if werr != nil {
+				t.Fatal(werr)
+			}
+			if allocs != 0 {
+				t.Fatalf("WriteVec (pooled %v): %v allocs per call, want 0", pooled, allocs)
+			}
+		}
+		client.Close()
+		<-done
+	})
+}
+
+func TestSetRcvLowat(t *testing.T) {
+	client, server := tcpPair(t)
+	c := Wrap(server, true)
+	if err := SetRcvLowat(c, 100); err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	var gerr error
+	rc, _ := server.SyscallConn()
+	rc.Control(func(fd uintptr) {
+		got, gerr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT)
+	})
+	if gerr != nil || got != 100 {
+		t.Fatalf("SO_RCVLOWAT = %d, %v after SetRcvLowat(100)", got, gerr)
+	}
+
+	// A ReadReady parked in the poller now wakes only once 100 bytes are
+	// queued, and then reads all of them.
+	pool := bufpool.New(nil)
+	server.SetReadDeadline(time.Now().Add(5 * time.Second))
+	ch := goReadReady(c.(*Conn), pool, 1024)
+	waitParked(t)
+	client.Write(make([]byte, 60))
+	select {
+	case r := <-ch:
+		t.Fatalf("ReadReady woke with 60 of 100 bytes queued: %v, %v", r.b.Len(), r.err)
+	case <-time.After(30 * time.Millisecond):
+	}
+	client.Write(make([]byte, 40))
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.b.Len() != 100 {
+		t.Fatalf("ReadReady under SO_RCVLOWAT 100 read %d bytes, want 100", r.b.Len())
+	}
+	r.b.Free()
+
+}
+
+// TestHappensBefore checks that the race detector sees a write to memory
+// before WriteVec as happening before a ReadReady that receives the bytes,
+// as it does for net.Conn's Write and Read: end-to-end tests with client and
+// server in one process rely on it.
+func TestHappensBefore(t *testing.T) {
+	client, server := tcpPair(t)
+	w := Wrap(client, true).(*Conn)
+	r := Wrap(server, true).(*Conn)
+	pool := bufpool.New(nil)
+	shared := make([]int, 1)
+	done := make(chan int)
+	go func() {
+		b, err := r.ReadReady(pool, 16)
+		if err == nil {
+			b.Free()
+		}
+		done <- shared[0]
+	}()
+	shared[0] = 42
+	if _, err := w.WriteVec([][]byte{[]byte("go")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-done; got != 42 {
+		t.Fatalf("reader saw %d, want 42", got)
+	}
+}
