@@ -201,9 +201,11 @@ func (r *Reader) ReadPreface() error {
 }
 
 // fail records a connection-level error: after it the Reader returns the
-// same error forever. Stream errors are not sticky.
+// same error forever, and it lets go of its read buffer since nothing more
+// will be parsed. Stream errors are not sticky.
 func (r *Reader) fail(err error) error {
 	r.err = err
+	r.dropReadBuffer()
 	return err
 }
 
