@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestRunSmall runs every workload briefly for both stacks in-process and
+// checks the table and the JSON document; it checks shape, not speed.
+// leangrpc may fail while it is being written: then its cells must say so.
+func TestRunSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the benchmark for a few seconds")
+	}
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	args := []string{
+		"-workloads", "unary,streaming,idle",
+		"-reqSizeBytes", "100", "-respSizeBytes", "100,100000",
+		"-maxConcurrentCalls", "3", "-connections", "20",
+		"-benchtime", "300ms", "-warmup", "50ms", "-rounds", "1", "-settle", "200ms",
+		"-stacks", "grpc-go,leangrpc", "-json", jsonPath,
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	t.Logf("stdout:\n%s", out)
+
+	// Progress names every run.
+	for _, want := range []string{"[1/10", "grpc-go", "unary 100B/100B calls=3 conns=20, round 1/1", "idle conns=20", "done in"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+
+	// Table: the stack group headers, then one row per config whose
+	// grpc-go cells are numbers.
+	for _, want := range []string{"grpc-go", "leangrpc", "ops/s", "CPU µs/op", "allocs/op", "p50", "MB/s", "srv RSS/conn", "cli gor/conn"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	stacks := []string{"grpc-go", "leangrpc"}
+	for _, cfg := range [][]string{
+		{"unary", "100B/100B", "3", "20"},
+		{"unary", "100B/100kB", "3", "20"},
+		{"streaming", "100B/100B", "3", "20"},
+		{"streaming", "100B/100kB", "3", "20"},
+	} {
+		f := row(t, out, "workload", cfg...)
+		if ops, err := strconv.ParseFloat(f[0], 64); err != nil || ops <= 0 {
+			t.Errorf("%v: grpc-go ops/s cell %q, want a positive number", cfg, f[0])
+		}
+		checkStackCell(t, out, cfg, f[7:], "leangrpc") // 7 columns per stack with MB/s
+	}
+	f := row(t, out, "srv RSS/conn", "idle", "20")
+	if g, err := strconv.ParseFloat(f[3], 64); err != nil || g <= 0 {
+		t.Errorf("idle: grpc-go server goroutines/conn %q, want a positive number", f[3])
+	}
+	checkStackCell(t, out, []string{"idle"}, f[6:], "leangrpc")
+
+	// JSON: exact field names, one result per stack and config.
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Env     map[string]any   `json:"env"`
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"go", "goos", "goarch", "cpus", "grpcGo", "leangrpc", "time"} {
+		if _, ok := doc.Env[k]; !ok {
+			t.Errorf("env lacks %q: %v", k, doc.Env)
+		}
+	}
+	if doc.Env["grpcGo"] != "v1.85.0" {
+		t.Errorf("env.grpcGo = %v, want v1.85.0", doc.Env["grpcGo"])
+	}
+	if len(doc.Results) != 10 {
+		t.Fatalf("%d results, want 10 (5 configs x 2 stacks)", len(doc.Results))
+	}
+	seen := map[string]bool{}
+	for _, r := range doc.Results {
+		stack, workload := r["stack"].(string), r["workload"].(string)
+		seen[stack+" "+workload] = true
+		for _, k := range []string{"connections", "round"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("%s %s: lacks %q", stack, workload, k)
+			}
+		}
+		if e, _ := r["error"].(string); e != "" {
+			if stack == "grpc-go" {
+				t.Errorf("grpc-go %s failed: %s", workload, e)
+			}
+			continue
+		}
+		if workload == "idle" {
+			for _, side := range []string{"server", "client"} {
+				s, ok := r[side].(map[string]any)
+				if !ok {
+					t.Errorf("%s idle: lacks %q", stack, side)
+					continue
+				}
+				for _, k := range []string{"rssBytesPerConn", "heapBytesPerConn", "stackBytesPerConn", "goroutinesPerConn"} {
+					if _, ok := s[k].(float64); !ok {
+						t.Errorf("%s idle %s lacks %q", stack, side, k)
+					}
+				}
+				if g, _ := s["goroutinesPerConn"].(float64); stack == "grpc-go" && g <= 0 {
+					t.Errorf("grpc-go idle %s: goroutinesPerConn %v, want > 0", side, g)
+				}
+			}
+			continue
+		}
+		for _, k := range []string{"reqSize", "respSize", "concurrency", "seconds", "ops", "opsPerSec", "allocsPerOp", "bytesPerOp", "cpuMicrosPerOp"} {
+			if _, ok := r[k].(float64); !ok {
+				t.Errorf("%s %s lacks %q: %v", stack, workload, k, r)
+			}
+		}
+		if ops, _ := r["ops"].(float64); ops <= 0 {
+			t.Errorf("%s %s: ops = %v, want > 0", stack, workload, ops)
+		}
+		lat, _ := r["latencyMicros"].(map[string]any)
+		for _, k := range []string{"p50", "p90", "p99", "max"} {
+			if v, ok := lat[k].(float64); !ok || v <= 0 {
+				t.Errorf("%s %s: latencyMicros.%s = %v, want > 0", stack, workload, k, lat[k])
+			}
+		}
+		if lat["p50"].(float64) > lat["p99"].(float64) || lat["p99"].(float64) > lat["max"].(float64) {
+			t.Errorf("%s %s: latencies out of order: %v", stack, workload, lat)
+		}
+	}
+	for _, s := range stacks {
+		for _, w := range []string{"unary", "streaming", "idle"} {
+			if !seen[s+" "+w] {
+				t.Errorf("no result for %s %s", s, w)
+			}
+		}
+	}
+}
+
+// checkStackCell checks that a stack's first cell in a table row is
+// either a number or an error reference explained below the table.
+func checkStackCell(t *testing.T, out string, cfg []string, cells []string, stack string) {
+	t.Helper()
+	if len(cells) == 0 {
+		t.Errorf("%v: no %s cells", cfg, stack)
+		return
+	}
+	c := cells[0]
+	if strings.HasPrefix(c, "error[") {
+		note := "[" + strings.TrimPrefix(c, "error[") + " " + stack
+		if !strings.Contains(out, note) || !strings.Contains(out, ": error: ") {
+			t.Errorf("%v: %s cell %q has no footnote %q", cfg, stack, c, note)
+		}
+		return
+	}
+	if _, err := strconv.ParseFloat(c, 64); err != nil {
+		t.Errorf("%v: %s cell %q is neither a number nor an error", cfg, stack, c)
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"-workloads", "bogus"},
+		{"-stacks", "nope"},
+		{"-maxConcurrentCalls", "0"},
+		{"-reqSizeBytes", "x"},
+		{"-rounds", "0"},
+		{"extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(args, &stdout, &stderr); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+		if stderr.Len() == 0 {
+			t.Errorf("%q: nothing on stderr", args)
+		}
+	}
+}
+
+func TestParseStacks(t *testing.T) {
+	st, err := parseStacks("all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range st {
+		got = append(got, s.name+"="+s.client.name+"/"+s.server.name)
+	}
+	want := "leangrpc=leangrpc/leangrpc grpc-go=grpc-go/grpc-go leangrpc>grpc-go=leangrpc/grpc-go grpc-go>leangrpc=grpc-go/leangrpc"
+	if strings.Join(got, " ") != want {
+		t.Errorf("parseStacks(all) = %q, want %q", strings.Join(got, " "), want)
+	}
+	if st, err := parseStacks("grpc-go>grpc-go, grpc-go"); err != nil || len(st) != 1 || st[0].name != "grpc-go" {
+		t.Errorf("grpc-go>grpc-go should be the stack grpc-go once, got %v, %v", st, err)
+	}
+}
+
+func TestCrossProduct(t *testing.T) {
+	plan, err := crossProduct("unary,idle", "1,2", "3", "4,5", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range plan {
+		got = append(got, c.String())
+	}
+	want := []string{
+		"unary 1B/3B calls=4 conns=1", "unary 1B/3B calls=5 conns=1",
+		"unary 2B/3B calls=4 conns=1", "unary 2B/3B calls=5 conns=1",
+		"idle conns=2000",
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("plan = %q, want %q", got, want)
+	}
+	if len(quickSuite()) != 5 {
+		t.Errorf("quick suite has %d configs, want 5", len(quickSuite()))
+	}
+}
+
+func TestWithSuffix(t *testing.T) {
+	for in, want := range map[string]string{"cpu.out": "cpu.grpc-go.out", "dir/prof": "dir/prof.grpc-go"} {
+		if got := withSuffix(in, "grpc-go"); got != want {
+			t.Errorf("withSuffix(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,326 @@
+// Command leanbench runs grpc-go's BenchmarkService over leangrpc and over
+// grpc-go, side by side in one run, and reports each stack's medians and the
+// ratio leangrpc/grpc-go.
+//
+// With no flags it runs a quick suite of about one minute:
+//
+//	go run ./cmd/leanbench
+//
+// Other forms:
+//
+//	leanbench -workloads unary,streaming -reqSizeBytes 100,10000 -maxConcurrentCalls 1,64 -json out.json
+//	leanbench -workloads idle -connections 2000
+//	leanbench compare OLD.json NEW.json
+//
+// List flags take comma-separated values and run their cross product. The
+// stacks run interleaved (A B A B ...) for -rounds rounds. Progress goes to
+// stderr, the results table to stdout.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// options are the flags that apply to every run.
+type options struct {
+	benchtime      time.Duration
+	warmup         time.Duration
+	rounds         int
+	settle         time.Duration
+	jsonPath       string
+	cpuprofile     string
+	memprofile     string
+	memProfileRate int
+}
+
+// runner executes a plan and collects its results.
+type runner struct {
+	opts     options
+	stdout   io.Writer
+	stderr   io.Writer
+	multiRun bool // more than one throughput run per stack: profile names carry the run
+	started  time.Time
+}
+
+func (r *runner) progressf(format string, args ...any) {
+	fmt.Fprintf(r.stderr, format+"\n", args...)
+}
+
+// run is main without the process around it, so that tests can call it.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "compare":
+			return runCompare(args[1:], stdout, stderr)
+		case idleServerCmd:
+			return runIdleServer(args[1:], os.Stdin, stdout, stderr)
+		}
+	}
+
+	fs := flag.NewFlagSet("leanbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	workloads := fs.String("workloads", workloadUnary, "comma-separated workloads: unary, streaming, idle")
+	reqSizes := fs.String("reqSizeBytes", "100", "comma-separated request payload sizes in bytes")
+	respSizes := fs.String("respSizeBytes", "100", "comma-separated response payload sizes in bytes")
+	concs := fs.String("maxConcurrentCalls", "1", "comma-separated numbers of calls in flight (streams, for streaming)")
+	connsFlag := fs.String("connections", "", "comma-separated numbers of client connections (default 1; idle: 2000)")
+	stacksFlag := fs.String("stacks", "leangrpc,grpc-go", "comma-separated stacks: leangrpc, grpc-go, leangrpc>grpc-go, grpc-go>leangrpc (client>server), or all")
+	var o options
+	fs.DurationVar(&o.benchtime, "benchtime", 2*time.Second, "measured time of each run")
+	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured time before each run")
+	fs.IntVar(&o.rounds, "rounds", 2, "rounds; the stacks run interleaved and the table shows medians")
+	fs.DurationVar(&o.settle, "settle", time.Second, "idle: time to let connections go idle before measuring")
+	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of each measured run; the file name gets the stack (and run) as suffix")
+	fs.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile after each measured run, and FILE.base before it (go tool pprof -base FILE.base FILE)")
+	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate while profiling (0: leave the default)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: leanbench [flags]           (no flags: the quick suite)\n       leanbench compare OLD.json NEW.json\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "leanbench: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	if o.rounds < 1 || o.benchtime <= 0 || o.warmup < 0 || o.settle < 0 {
+		fmt.Fprintln(stderr, "leanbench: -rounds must be >= 1, -benchtime > 0, -warmup and -settle >= 0")
+		return 2
+	}
+	stacks, err := parseStacks(*stacksFlag)
+	if err != nil {
+		fmt.Fprintf(stderr, "leanbench: %v\n", err)
+		return 2
+	}
+
+	shaping := false
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "workloads", "reqSizeBytes", "respSizeBytes", "maxConcurrentCalls", "connections":
+			shaping = true
+		}
+	})
+	var plan []config
+	if shaping {
+		plan, err = crossProduct(*workloads, *reqSizes, *respSizes, *concs, *connsFlag)
+		if err != nil {
+			fmt.Fprintf(stderr, "leanbench: %v\n", err)
+			return 2
+		}
+	} else {
+		plan = quickSuite()
+		fmt.Fprintln(stderr, "leanbench: no workload flags, running the quick suite")
+	}
+	if o.memProfileRate > 0 && o.memprofile != "" {
+		runtime.MemProfileRate = o.memProfileRate
+	}
+
+	r := &runner{opts: o, stdout: stdout, stderr: stderr, started: time.Now()}
+	throughputRuns := 0
+	for _, c := range plan {
+		if c.workload != workloadIdle {
+			throughputRuns++
+		}
+	}
+	r.multiRun = throughputRuns*o.rounds > 1
+	results := r.execute(plan, stacks)
+
+	env := currentEnv(args)
+	printReport(stdout, env, plan, stacks, results)
+	if o.jsonPath != "" {
+		f := &File{Env: env, Results: results}
+		if err := writeJSON(o.jsonPath, f); err != nil {
+			fmt.Fprintf(stderr, "leanbench: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "leanbench: wrote %s\n", o.jsonPath)
+	}
+	return 0
+}
+
+// quickSuite is what runs without workload flags: about one minute with the
+// default -benchtime, -warmup and -rounds on two stacks.
+func quickSuite() []config {
+	return []config{
+		{workload: workloadUnary, reqSize: 100, respSize: 100, concurrency: 120, connections: 1},
+		{workload: workloadStreaming, reqSize: 100, respSize: 100, concurrency: 120, connections: 1},
+		{workload: workloadStreaming, reqSize: 1_000_000, respSize: 1_000_000, concurrency: 16, connections: 1},
+		{workload: workloadUnary, reqSize: 100, respSize: 100, concurrency: 1, connections: 1},
+		{workload: workloadIdle, connections: 1000},
+	}
+}
+
+func crossProduct(workloads, reqs, resps, concs, conns string) ([]config, error) {
+	req, err := intList("reqSizeBytes", reqs, 0)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := intList("respSizeBytes", resps, 0)
+	if err != nil {
+		return nil, err
+	}
+	conc, err := intList("maxConcurrentCalls", concs, 1)
+	if err != nil {
+		return nil, err
+	}
+	var cn []int
+	if conns != "" {
+		if cn, err = intList("connections", conns, 1); err != nil {
+			return nil, err
+		}
+	}
+	var plan []config
+	for _, w := range strings.Split(workloads, ",") {
+		w = strings.TrimSpace(w)
+		switch w {
+		case workloadIdle:
+			n := cn
+			if n == nil {
+				n = []int{2000}
+			}
+			for _, c := range n {
+				plan = append(plan, config{workload: w, connections: c})
+			}
+		case workloadUnary, workloadStreaming:
+			n := cn
+			if n == nil {
+				n = []int{1}
+			}
+			for _, rq := range req {
+				for _, rs := range resp {
+					for _, cc := range conc {
+						for _, c := range n {
+							plan = append(plan, config{workload: w, reqSize: rq, respSize: rs, concurrency: cc, connections: c})
+						}
+					}
+				}
+			}
+		case "":
+		default:
+			return nil, fmt.Errorf("unknown workload %q (want unary, streaming or idle)", w)
+		}
+	}
+	if len(plan) == 0 {
+		return nil, fmt.Errorf("no workloads")
+	}
+	return plan, nil
+}
+
+func intList(name, s string, min int) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v < min {
+			return nil, fmt.Errorf("-%s: bad value %q (want an integer >= %d)", name, f, min)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-%s: empty list", name)
+	}
+	return out, nil
+}
+
+// estimate is the expected wall time of one run, for the progress line.
+func (r *runner) estimate(c config) time.Duration {
+	if c.workload == workloadIdle {
+		return 2*r.opts.settle + time.Second + time.Duration(c.connections)*2*time.Millisecond
+	}
+	return r.opts.warmup + r.opts.benchtime + 300*time.Millisecond
+}
+
+// execute runs the plan: for each config, the rounds, and in each round
+// every stack once, so that the stacks interleave. A stack that fails in a
+// config is not run again in that config.
+func (r *runner) execute(plan []config, stacks []stack) []Result {
+	var left time.Duration
+	total := 0
+	for _, c := range plan {
+		left += time.Duration(r.opts.rounds*len(stacks)) * r.estimate(c)
+		total += r.opts.rounds * len(stacks)
+	}
+	var results []Result
+	n := 0
+	for _, c := range plan {
+		failed := map[string]bool{}
+		for round := 1; round <= r.opts.rounds; round++ {
+			for _, st := range stacks {
+				n++
+				est := r.estimate(c)
+				if failed[st.name] {
+					left -= est
+					continue
+				}
+				r.progressf("[%d/%d, ~%v left] %-17s %s, round %d/%d", n, total, left.Round(time.Second), st.name, c, round, r.opts.rounds)
+				var res Result
+				if c.workload == workloadIdle {
+					res = r.runIdle(st, c, round)
+				} else {
+					runtime.GC()
+					res = r.runThroughput(st, c, round)
+				}
+				left -= est
+				if res.Error != "" {
+					failed[st.name] = true
+					r.progressf("    error: %s", res.Error)
+				} else {
+					r.progressf("    %s", progressSummary(res))
+				}
+				results = append(results, res)
+			}
+		}
+	}
+	r.progressf("leanbench: done in %v", time.Since(r.started).Round(100*time.Millisecond))
+	return results
+}
+
+func progressSummary(res Result) string {
+	if res.Figures != nil {
+		f := res.Figures
+		s := fmt.Sprintf("%.0f ops/s, %.1f µs CPU/op, %.1f allocs/op, %s B/op, p50 %s p99 %s",
+			f.OpsPerSec, f.CPUMicrosPerOp, f.AllocsPerOp, compact(f.BytesPerOp), latencyLabel(f.Latency.P50), latencyLabel(f.Latency.P99))
+		if large(res.Shape) {
+			s += fmt.Sprintf(", %.1f MB/s", f.MBPerSec)
+		}
+		return s
+	}
+	if res.Server != nil && res.Client != nil {
+		return fmt.Sprintf("server %s B/conn RSS, %.2f goroutines/conn; client %s B/conn RSS, %.2f goroutines/conn",
+			compact(res.Server.RSSBytesPerConn), res.Server.GoroutinesPerConn, compact(res.Client.RSSBytesPerConn), res.Client.GoroutinesPerConn)
+	}
+	return ""
+}
+
+// profileBase is the suffix that profile files of one run get.
+func (r *runner) profileBase(st stack, c config, round int) string {
+	s := strings.ReplaceAll(st.name, ">", fileSuffix)
+	if r.multiRun {
+		s += "." + c.slug() + ".r" + strconv.Itoa(round)
+	}
+	return s
+}
+
+// withSuffix inserts "."+suffix before the extension of path.
+func withSuffix(path, suffix string) string {
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "." + suffix + ext
+}

@@ -1,0 +1,380 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// summary is one stack's medians for one config.
+type summary struct {
+	rounds int    // successful rounds
+	err    string // first error, if no round succeeded
+	fig    Figures
+	server IdleSide
+	client IdleSide
+}
+
+func resultConfig(res Result) config {
+	c := config{workload: res.Workload, connections: res.Connections}
+	if res.Shape != nil {
+		c.reqSize, c.respSize, c.concurrency = res.ReqSize, res.RespSize, res.Concurrency
+	}
+	return c
+}
+
+// summarize groups results by config and stack and takes the median of
+// each figure over the successful rounds.
+func summarize(results []Result) map[config]map[string]*summary {
+	type acc struct {
+		err  string
+		figs []*Figures
+		srv  []*IdleSide
+		cli  []*IdleSide
+	}
+	accs := map[config]map[string]*acc{}
+	for _, res := range results {
+		c := resultConfig(res)
+		if accs[c] == nil {
+			accs[c] = map[string]*acc{}
+		}
+		a := accs[c][res.Stack]
+		if a == nil {
+			a = &acc{}
+			accs[c][res.Stack] = a
+		}
+		switch {
+		case res.Error != "":
+			if a.err == "" {
+				a.err = res.Error
+			}
+		case res.Figures != nil:
+			a.figs = append(a.figs, res.Figures)
+		case res.Server != nil && res.Client != nil:
+			a.srv = append(a.srv, res.Server)
+			a.cli = append(a.cli, res.Client)
+		}
+	}
+	out := map[config]map[string]*summary{}
+	for c, byStack := range accs {
+		out[c] = map[string]*summary{}
+		for name, a := range byStack {
+			s := &summary{err: a.err}
+			if len(a.figs) > 0 {
+				s.rounds = len(a.figs)
+				s.fig = medianFigures(a.figs)
+			}
+			if len(a.srv) > 0 {
+				s.rounds = len(a.srv)
+				s.server = medianIdle(a.srv)
+				s.client = medianIdle(a.cli)
+			}
+			out[c][name] = s
+		}
+	}
+	return out
+}
+
+func medianOf[T any](xs []T, f func(T) float64) float64 {
+	v := make([]float64, len(xs))
+	for i, x := range xs {
+		v[i] = f(x)
+	}
+	return median(v)
+}
+
+func medianFigures(fs []*Figures) Figures {
+	return Figures{
+		Seconds:        medianOf(fs, func(f *Figures) float64 { return f.Seconds }),
+		Ops:            int64(medianOf(fs, func(f *Figures) float64 { return float64(f.Ops) })),
+		OpsPerSec:      medianOf(fs, func(f *Figures) float64 { return f.OpsPerSec }),
+		AllocsPerOp:    medianOf(fs, func(f *Figures) float64 { return f.AllocsPerOp }),
+		BytesPerOp:     medianOf(fs, func(f *Figures) float64 { return f.BytesPerOp }),
+		CPUMicrosPerOp: medianOf(fs, func(f *Figures) float64 { return f.CPUMicrosPerOp }),
+		MBPerSec:       medianOf(fs, func(f *Figures) float64 { return f.MBPerSec }),
+		Latency: Latency{
+			P50:  medianOf(fs, func(f *Figures) float64 { return f.Latency.P50 }),
+			P90:  medianOf(fs, func(f *Figures) float64 { return f.Latency.P90 }),
+			P99:  medianOf(fs, func(f *Figures) float64 { return f.Latency.P99 }),
+			Max:  medianOf(fs, func(f *Figures) float64 { return f.Latency.Max }),
+			Mean: medianOf(fs, func(f *Figures) float64 { return f.Latency.Mean }),
+		},
+	}
+}
+
+func medianIdle(xs []*IdleSide) IdleSide {
+	return IdleSide{
+		RSSBytesPerConn:    medianOf(xs, func(x *IdleSide) float64 { return x.RSSBytesPerConn }),
+		HeapBytesPerConn:   medianOf(xs, func(x *IdleSide) float64 { return x.HeapBytesPerConn }),
+		StackBytesPerConn:  medianOf(xs, func(x *IdleSide) float64 { return x.StackBytesPerConn }),
+		GoroutinesPerConn:  medianOf(xs, func(x *IdleSide) float64 { return x.GoroutinesPerConn }),
+		BaselineRSSBytes:   int64(medianOf(xs, func(x *IdleSide) float64 { return float64(x.BaselineRSSBytes) })),
+		BaselineGoroutines: int(medianOf(xs, func(x *IdleSide) float64 { return float64(x.BaselineGoroutines) })),
+	}
+}
+
+// footnotes numbers distinct errors so that a table cell can refer to them.
+type footnotes struct {
+	lines []string
+	index map[string]int
+}
+
+func (f *footnotes) ref(stackName string, c config, err string) string {
+	if f.index == nil {
+		f.index = map[string]int{}
+	}
+	key := stackName + "\x00" + err
+	n, ok := f.index[key]
+	if !ok {
+		n = len(f.lines) + 1
+		f.index[key] = n
+		f.lines = append(f.lines, fmt.Sprintf("[%d] %s (first in %s): error: %s", n, stackName, c, err))
+	}
+	return fmt.Sprintf("error[%d]", n)
+}
+
+// printReport writes the results tables: one for the throughput workloads,
+// one for idle, each with one row per config.
+func printReport(w io.Writer, env Env, plan []config, stacks []stack, results []Result) {
+	fmt.Fprintf(w, "leanbench: %s %s/%s, %d CPUs (GOMAXPROCS %d), grpc-go %s, leangrpc %s, %s\n\n",
+		env.Go, env.GOOS, env.GOARCH, env.CPUs, env.GOMAXPROCS, env.GrpcGo, env.Leangrpc, env.Time)
+	sums := summarize(results)
+	var tput, idle []config
+	seen := map[config]bool{}
+	for _, c := range plan {
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
+		if c.workload == workloadIdle {
+			idle = append(idle, c)
+		} else {
+			tput = append(tput, c)
+		}
+	}
+	names := make([]string, len(stacks))
+	hasLean, hasGrpc := false, false
+	for i, st := range stacks {
+		names[i] = st.name
+		hasLean = hasLean || st.name == stackLean
+		hasGrpc = hasGrpc || st.name == stackGrpc
+	}
+	ratios := hasLean && hasGrpc
+	var notes footnotes
+	if len(tput) > 0 {
+		printThroughput(w, tput, names, ratios, sums, &notes)
+	}
+	if len(idle) > 0 {
+		if len(tput) > 0 {
+			fmt.Fprintln(w)
+		}
+		printIdle(w, idle, names, ratios, sums, &notes)
+	}
+	fmt.Fprintln(w)
+	if ratios {
+		fmt.Fprintln(w, "ratio = leangrpc/grpc-go (ops/s: above 1 is better; CPU, allocs, latency, bytes: below 1 is better).")
+	}
+	fmt.Fprintln(w, "Medians over the rounds. Allocations, B/op and CPU are process-wide: client and server together.")
+	for _, l := range notes.lines {
+		fmt.Fprintln(w, l)
+	}
+}
+
+func printThroughput(w io.Writer, cfgs []config, names []string, ratios bool, sums map[config]map[string]*summary, notes *footnotes) {
+	showMB := false
+	for _, c := range cfgs {
+		showMB = showMB || large(&Shape{ReqSize: c.reqSize, RespSize: c.respSize})
+	}
+	cols := []string{"ops/s", "CPU µs/op", "allocs/op", "B/op", "p50", "p99"}
+	if showMB {
+		cols = append(cols, "MB/s")
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	h1 := []string{"", "", "", ""}
+	h2 := []string{"workload", "req/resp", "calls", "conns"}
+	for _, n := range names {
+		for i, col := range cols {
+			if i == 0 {
+				h1 = append(h1, n)
+			} else {
+				h1 = append(h1, "")
+			}
+			h2 = append(h2, col)
+		}
+	}
+	if ratios {
+		h1 = append(h1, "ratio", "", "", "")
+		h2 = append(h2, "ops/s", "CPU", "allocs", "p50")
+	}
+	writeRow(tw, h1)
+	writeRow(tw, h2)
+	for _, c := range cfgs {
+		row := []string{c.workload, sizeLabel(c.reqSize) + "/" + sizeLabel(c.respSize), fmt.Sprint(c.concurrency), fmt.Sprint(c.connections)}
+		for _, n := range names {
+			s := sums[c][n]
+			switch {
+			case s == nil:
+				row = append(row, repeat("-", len(cols))...)
+			case s.rounds == 0:
+				row = append(row, notes.ref(n, c, s.err))
+				row = append(row, repeat("-", len(cols)-1)...)
+			default:
+				f := s.fig
+				row = append(row,
+					fmt.Sprintf("%.0f", f.OpsPerSec),
+					fmt.Sprintf("%.1f", f.CPUMicrosPerOp),
+					fmt.Sprintf("%.1f", f.AllocsPerOp),
+					fmt.Sprintf("%.0f", f.BytesPerOp),
+					latencyLabel(f.Latency.P50),
+					latencyLabel(f.Latency.P99))
+				if showMB {
+					if large(&Shape{ReqSize: c.reqSize, RespSize: c.respSize}) {
+						row = append(row, fmt.Sprintf("%.1f", f.MBPerSec))
+					} else {
+						row = append(row, "-")
+					}
+				}
+			}
+		}
+		if ratios {
+			l, g := sums[c][stackLean], sums[c][stackGrpc]
+			if l != nil && g != nil && l.rounds > 0 && g.rounds > 0 {
+				row = append(row,
+					ratio(l.fig.OpsPerSec, g.fig.OpsPerSec),
+					ratio(l.fig.CPUMicrosPerOp, g.fig.CPUMicrosPerOp),
+					ratio(l.fig.AllocsPerOp, g.fig.AllocsPerOp),
+					ratio(l.fig.Latency.P50, g.fig.Latency.P50))
+			} else {
+				row = append(row, "-", "-", "-", "-")
+			}
+		}
+		writeRow(tw, row)
+	}
+	tw.Flush()
+}
+
+func printIdle(w io.Writer, cfgs []config, names []string, ratios bool, sums map[config]map[string]*summary, notes *footnotes) {
+	cols := []string{"srv RSS/conn", "srv heap/conn", "srv stack/conn", "srv gor/conn", "cli RSS/conn", "cli gor/conn"}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	h1 := []string{"", ""}
+	h2 := []string{"workload", "conns"}
+	for _, n := range names {
+		for i, col := range cols {
+			if i == 0 {
+				h1 = append(h1, n)
+			} else {
+				h1 = append(h1, "")
+			}
+			h2 = append(h2, col)
+		}
+	}
+	if ratios {
+		h1 = append(h1, "ratio", "", "", "")
+		h2 = append(h2, "srv RSS", "srv gor", "cli RSS", "cli gor")
+	}
+	writeRow(tw, h1)
+	writeRow(tw, h2)
+	for _, c := range cfgs {
+		row := []string{"idle", fmt.Sprint(c.connections)}
+		for _, n := range names {
+			s := sums[c][n]
+			switch {
+			case s == nil:
+				row = append(row, repeat("-", len(cols))...)
+			case s.rounds == 0:
+				row = append(row, notes.ref(n, c, s.err))
+				row = append(row, repeat("-", len(cols)-1)...)
+			default:
+				row = append(row,
+					fmt.Sprintf("%.0f", s.server.RSSBytesPerConn),
+					fmt.Sprintf("%.0f", s.server.HeapBytesPerConn),
+					fmt.Sprintf("%.0f", s.server.StackBytesPerConn),
+					fmt.Sprintf("%.2f", s.server.GoroutinesPerConn),
+					fmt.Sprintf("%.0f", s.client.RSSBytesPerConn),
+					fmt.Sprintf("%.2f", s.client.GoroutinesPerConn))
+			}
+		}
+		if ratios {
+			l, g := sums[c][stackLean], sums[c][stackGrpc]
+			if l != nil && g != nil && l.rounds > 0 && g.rounds > 0 {
+				row = append(row,
+					ratio(l.server.RSSBytesPerConn, g.server.RSSBytesPerConn),
+					ratio(l.server.GoroutinesPerConn, g.server.GoroutinesPerConn),
+					ratio(l.client.RSSBytesPerConn, g.client.RSSBytesPerConn),
+					ratio(l.client.GoroutinesPerConn, g.client.GoroutinesPerConn))
+			} else {
+				row = append(row, "-", "-", "-", "-")
+			}
+		}
+		writeRow(tw, row)
+	}
+	tw.Flush()
+}
+
+func writeRow(w io.Writer, cells []string) {
+	fmt.Fprintln(w, strings.Join(cells, "\t")+"\t")
+}
+
+func repeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+// large reports whether a shape moves messages big enough for MB/s to be
+// the interesting figure.
+func large(s *Shape) bool {
+	return s != nil && max(s.ReqSize, s.RespSize) >= 64<<10
+}
+
+// sizeLabel writes a byte count the way the suite names it: 100B, 10kB,
+// 1MB, 64KiB.
+func sizeLabel(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dMB", n/1_000_000)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dkB", n/1000)
+	case n >= 1024 && n%1024 == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// latencyLabel writes microseconds with a unit that keeps 3 digits.
+func latencyLabel(us float64) string {
+	switch {
+	case us < 1000:
+		return fmt.Sprintf("%.0fµs", us)
+	case us < 1e6:
+		return fmt.Sprintf("%.2fms", us/1000)
+	}
+	return fmt.Sprintf("%.2fs", us/1e6)
+}
+
+// compact writes a count with a k or M suffix (powers of 1000).
+func compact(v float64) string {
+	a := v
+	if a < 0 {
+		a = -a
+	}
+	switch {
+	case a >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case a >= 1e4:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}

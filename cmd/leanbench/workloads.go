@@ -1,0 +1,368 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+)
+
+const (
+	workloadUnary     = "unary"
+	workloadStreaming = "streaming"
+	workloadIdle      = "idle"
+
+	// setupTimeout bounds dialing, opening streams and the first RPC of a
+	// worker, on top of the warmup time.
+	setupTimeout = 15 * time.Second
+	// overrunTimeout bounds how long the measured phase may run past
+	// -benchtime before the run is abandoned (one slow RPC per worker).
+	overrunTimeout = 30 * time.Second
+)
+
+// config is one row of the results: a workload with its shape.
+type config struct {
+	workload    string
+	reqSize     int
+	respSize    int
+	concurrency int
+	connections int
+}
+
+func (c config) String() string {
+	if c.workload == workloadIdle {
+		return fmt.Sprintf("idle conns=%d", c.connections)
+	}
+	return fmt.Sprintf("%s %s/%s calls=%d conns=%d", c.workload, sizeLabel(c.reqSize), sizeLabel(c.respSize), c.concurrency, c.connections)
+}
+
+// slug is the config in a form fit for a file name.
+func (c config) slug() string {
+	if c.workload == workloadIdle {
+		return fmt.Sprintf("idle-n%d", c.connections)
+	}
+	return fmt.Sprintf("%s-%s-%s-c%d-n%d", c.workload, sizeLabel(c.reqSize), sizeLabel(c.respSize), c.concurrency, c.connections)
+}
+
+// worker drives one call in flight: a sequence of unary RPCs, or one
+// long-lived stream doing ping-pong.
+type worker struct {
+	client testpb.BenchmarkServiceClient
+	stream testpb.BenchmarkService_StreamingCallClient // nil for unary
+	req    *testpb.SimpleRequest
+	resp   *testpb.SimpleResponse // reused by streaming
+	// The fields below are owned by the worker's goroutine until the run's
+	// WaitGroup is done.
+	hist Histogram
+	ops  int64
+	end  time.Time // when the last measured op completed
+}
+
+func (w *worker) setup(ctx context.Context, cc grpc.ClientConnInterface, cfg config) error {
+	w.client = testpb.NewBenchmarkServiceClient(cc)
+	w.req = &testpb.SimpleRequest{
+		ResponseType: testpb.PayloadType_COMPRESSABLE,
+		ResponseSize: int32(cfg.respSize),
+		Payload:      &testpb.Payload{Type: testpb.PayloadType_COMPRESSABLE, Body: zeroBody(cfg.reqSize)},
+	}
+	if cfg.workload != workloadStreaming {
+		return nil
+	}
+	s, err := w.client.StreamingCall(ctx)
+	if err != nil {
+		return fmt.Errorf("open stream: %w", err)
+	}
+	if s == nil {
+		return errors.New("open stream: nil stream and nil error")
+	}
+	w.stream = s
+	w.resp = new(testpb.SimpleResponse)
+	return nil
+}
+
+func (w *worker) op(ctx context.Context) error {
+	if w.stream != nil {
+		if err := w.stream.Send(w.req); err != nil {
+			return fmt.Errorf("stream Send: %w", err)
+		}
+		if err := w.stream.RecvMsg(w.resp); err != nil {
+			return fmt.Errorf("stream Recv: %w", err)
+		}
+		return nil
+	}
+	if _, err := w.client.UnaryCall(ctx, w.req); err != nil {
+		return fmt.Errorf("UnaryCall: %w", err)
+	}
+	return nil
+}
+
+// closeStream ends the stream from the client side and waits for the
+// server's end of stream.
+func (w *worker) closeStream() error {
+	if w.stream == nil {
+		return nil
+	}
+	if err := w.stream.CloseSend(); err != nil {
+		return err
+	}
+	if err := w.stream.RecvMsg(w.resp); err != io.EOF {
+		return fmt.Errorf("want io.EOF after CloseSend, got %v", err)
+	}
+	return nil
+}
+
+// errBox keeps the first error of a run.
+type errBox struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (b *errBox) set(err error) {
+	b.mu.Lock()
+	if b.err == nil {
+		b.err = err
+	}
+	b.mu.Unlock()
+}
+
+func (b *errBox) get() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// runThroughput runs a unary or streaming workload once for one stack.
+func (r *runner) runThroughput(st stack, cfg config, round int) Result {
+	res := Result{
+		Stack:       st.name,
+		Workload:    cfg.workload,
+		Shape:       &Shape{ReqSize: cfg.reqSize, RespSize: cfg.respSize, Concurrency: cfg.concurrency},
+		Connections: cfg.connections,
+		Round:       round,
+	}
+	fig, err := r.measureThroughput(st, cfg, round)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	res.Figures = fig
+	return res
+}
+
+func (r *runner) measureThroughput(st stack, cfg config, round int) (*Figures, error) {
+	srv, err := startServer(st.server)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := srv.stop(); err != nil {
+			r.progressf("warning: %v", err)
+		}
+	}()
+
+	conns := make([]grpc.ClientConnInterface, cfg.connections)
+	var closers []func() error
+	defer func() {
+		ok := within(5*time.Second, func() {
+			for _, c := range closers {
+				c()
+			}
+		})
+		if !ok {
+			r.progressf("warning: %s client: Close did not return within 5s", st.client.name)
+		}
+	}()
+	for i := range conns {
+		cc, closeFn, err := dialSafe(st.client, srv.addr)
+		if err != nil {
+			return nil, err
+		}
+		conns[i] = cc
+		closers = append(closers, closeFn)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var firstErr errBox
+	fail := func(err error) {
+		firstErr.set(err)
+		cancel()
+	}
+
+	workers := make([]*worker, cfg.concurrency)
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	var deadline time.Time // written before start is closed
+	warmupEnd := time.Now().Add(r.opts.warmup)
+	for i := range workers {
+		w := new(worker)
+		workers[i] = w
+		ready.Add(1)
+		done.Add(1)
+		go func(cc grpc.ClientConnInterface) {
+			defer done.Done()
+			isReady := false
+			defer func() {
+				if p := recover(); p != nil {
+					fail(fmt.Errorf("%s client panicked: %v", st.client.name, p))
+				}
+				if !isReady {
+					ready.Done()
+				}
+			}()
+			if err := w.setup(ctx, cc, cfg); err != nil {
+				fail(err)
+				return
+			}
+			// Warm up; at least one op, which also checks that the stack
+			// works at all.
+			for {
+				if err := w.op(ctx); err != nil {
+					fail(err)
+					return
+				}
+				if !time.Now().Before(warmupEnd) {
+					break
+				}
+			}
+			isReady = true
+			ready.Done()
+			select {
+			case <-start:
+			case <-ctx.Done():
+				return
+			}
+			t := time.Now()
+			for t.Before(deadline) {
+				if err := w.op(ctx); err != nil {
+					fail(err)
+					return
+				}
+				t1 := time.Now()
+				w.hist.Record(t1.Sub(t))
+				w.ops++
+				w.end = t1
+				t = t1
+			}
+		}(conns[i%len(conns)])
+	}
+
+	if !waitTimeout(&ready, r.opts.warmup+setupTimeout) {
+		fail(fmt.Errorf("setup and warmup did not finish within %v", r.opts.warmup+setupTimeout))
+	}
+	if err := firstErr.get(); err != nil {
+		cancel()
+		waitTimeout(&done, 5*time.Second)
+		return nil, err
+	}
+
+	base := r.profileBase(st, cfg, round)
+	if r.opts.memprofile != "" {
+		r.writeAllocsProfile(withSuffix(r.opts.memprofile, base) + ".base")
+	}
+	if r.opts.cpuprofile != "" {
+		if f, err := os.Create(withSuffix(r.opts.cpuprofile, base)); err != nil {
+			r.progressf("warning: cpuprofile: %v", err)
+		} else {
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				r.progressf("warning: cpuprofile: %v", err)
+			} else {
+				defer pprof.StopCPUProfile()
+			}
+		}
+	}
+
+	before := takeSnapshot()
+	deadline = before.t.Add(r.opts.benchtime)
+	close(start)
+	if !waitTimeout(&done, r.opts.benchtime+overrunTimeout) {
+		fail(fmt.Errorf("measured phase did not finish within %v of -benchtime", overrunTimeout))
+		waitTimeout(&done, 5*time.Second)
+	}
+	after := takeSnapshot()
+	if r.opts.cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
+	if r.opts.memprofile != "" {
+		r.writeAllocsProfile(withSuffix(r.opts.memprofile, base))
+	}
+	if err := firstErr.get(); err != nil {
+		return nil, err
+	}
+
+	if cfg.workload == workloadStreaming {
+		ok := within(5*time.Second, func() {
+			for _, w := range workers {
+				if err := w.closeStream(); err != nil {
+					firstErr.set(fmt.Errorf("closing stream: %w", err))
+					return
+				}
+			}
+		})
+		if !ok {
+			return nil, errors.New("closing streams did not finish within 5s")
+		}
+		if err := firstErr.get(); err != nil {
+			return nil, err
+		}
+	}
+
+	var hist Histogram
+	var ops int64
+	end := before.t
+	for _, w := range workers {
+		hist.Merge(&w.hist)
+		ops += w.ops
+		if w.end.After(end) {
+			end = w.end
+		}
+	}
+	if ops == 0 {
+		return nil, errors.New("no RPC completed in the measured phase")
+	}
+	secs := end.Sub(before.t).Seconds()
+	n := float64(ops)
+	return &Figures{
+		Seconds:        secs,
+		Ops:            ops,
+		OpsPerSec:      n / secs,
+		AllocsPerOp:    float64(after.mallocs-before.mallocs) / n,
+		BytesPerOp:     float64(after.totalAlloc-before.totalAlloc) / n,
+		CPUMicrosPerOp: micros(after.cpu-before.cpu) / n,
+		MBPerSec:       float64(cfg.reqSize+cfg.respSize) * n / secs / 1e6,
+		Latency: Latency{
+			P50:  micros(hist.Quantile(0.50)),
+			P90:  micros(hist.Quantile(0.90)),
+			P99:  micros(hist.Quantile(0.99)),
+			Max:  micros(hist.Max()),
+			Mean: micros(hist.Mean()),
+		},
+	}, nil
+}
+
+// waitTimeout waits for wg and reports whether it finished within d.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	return within(d, wg.Wait)
+}
+
+func (r *runner) writeAllocsProfile(path string) {
+	runtime.GC() // the profile reflects the last completed GC
+	f, err := os.Create(path)
+	if err != nil {
+		r.progressf("warning: memprofile: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		r.progressf("warning: memprofile: %v", err)
+	}
+}
