@@ -83,6 +83,9 @@ func steadyReadCases(t testing.TB) []struct {
 }
 
 func TestReadAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under -race")
+	}
 	for _, tc := range steadyReadCases(t) {
 		for _, pooled := range []bool{false, true} {
 			name := tc.name + "/plain"
@@ -120,6 +123,9 @@ func TestReadAllocs(t *testing.T) {
 }
 
 func TestWriteAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under -race")
+	}
 	pool := bufpool.New(nil)
 	payload := pool.Get(64 << 10)
 	defer payload.Free()
