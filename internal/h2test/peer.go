@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -391,8 +392,8 @@ func (p *Peer) history() string {
 
 // skip reports whether f may be passed over while waiting for a frame of
 // type want, and answers it when the protocol requires.
-func (p *Peer) skip(f *Frame, want h2frame.Type) bool {
-	if f.Type == want || !p.Ignore[f.Type] {
+func (p *Peer) skip(f *Frame, want ...h2frame.Type) bool {
+	if slices.Contains(want, f.Type) || !p.Ignore[f.Type] {
 		return false
 	}
 	switch f.Type {
@@ -417,6 +418,11 @@ func (p *Peer) skip(f *Frame, want h2frame.Type) bool {
 // be skipped, or fails the test.
 func (p *Peer) next(want h2frame.Type, what string) *Frame {
 	p.T.Helper()
+	return p.nextOf(what, want)
+}
+
+func (p *Peer) nextOf(what string, want ...h2frame.Type) *Frame {
+	p.T.Helper()
 	deadline := time.Now().Add(p.timeout())
 	for {
 		f, err := p.ReadFrame(time.Until(deadline))
@@ -426,10 +432,10 @@ func (p *Peer) next(want h2frame.Type, what string) *Frame {
 			}
 			p.T.Fatalf("h2test: want %s: connection ended: %v\n%s", what, err, p.history())
 		}
-		if p.skip(f, want) {
+		if p.skip(f, want...) {
 			continue
 		}
-		if f.Type != want {
+		if !slices.Contains(want, f.Type) {
 			p.T.Fatalf("h2test: want %s, got %v\n%s", what, f, p.history())
 		}
 		return f
@@ -440,6 +446,12 @@ func (p *Peer) next(want h2frame.Type, what string) *Frame {
 func (p *Peer) WantFrame(t h2frame.Type) *Frame {
 	p.T.Helper()
 	return p.next(t, t.String())
+}
+
+// WantOneOf returns the next frame, which must be of one of the types.
+func (p *Peer) WantOneOf(types ...h2frame.Type) *Frame {
+	p.T.Helper()
+	return p.nextOf(fmt.Sprint("one of ", types), types...)
 }
 
 // WantSettings returns the next frame, which must be a SETTINGS without ACK.
@@ -609,6 +621,38 @@ func (p *Peer) WantBody(streamID uint32, grant bool) []byte {
 	}
 }
 
+// WantBodyTrailers reads the rest of a stream: DATA frames on streamID
+// (granting their credit back when grant is set) until END_STREAM, on DATA
+// or on a trailing HEADERS, which it decodes and returns.
+func (p *Peer) WantBodyTrailers(streamID uint32, grant bool) (body []byte, trailers Headers) {
+	p.T.Helper()
+	what := fmt.Sprintf("DATA or trailers on stream %d", streamID)
+	for {
+		f := p.nextOf(what, h2frame.TypeData, h2frame.TypeHeaders)
+		if f.StreamID != streamID {
+			p.T.Fatalf("h2test: want %s, got %v\n%s", what, f, p.history())
+		}
+		if f.Type == h2frame.TypeHeaders {
+			p.pending = append([]*Frame{f}, p.pending...)
+			tr := p.WantHeaders(streamID)
+			if !tr.EndStream {
+				p.T.Fatalf("h2test: trailers on stream %d without END_STREAM", streamID)
+			}
+			return body, tr
+		}
+		body = append(body, f.Data()...)
+		if grant && f.Length > 0 {
+			p.WriteWindowUpdate(0, f.Length)
+			if !f.EndStream() {
+				p.WriteWindowUpdate(streamID, f.Length)
+			}
+		}
+		if f.EndStream() {
+			return body, Headers{StreamID: streamID}
+		}
+	}
+}
+
 // WantClosed waits for the remote end to close the connection. GOAWAY and the
 // frames Ignore allows may come first; anything else fails the test.
 func (p *Peer) WantClosed() {
@@ -625,7 +669,7 @@ func (p *Peer) WantClosed() {
 			}
 			return
 		}
-		if f.Type == h2frame.TypeGoAway || p.skip(f, 0xff) {
+		if f.Type == h2frame.TypeGoAway || p.skip(f) {
 			continue
 		}
 		p.T.Fatalf("h2test: want the connection closed, got %v\n%s", f, p.history())
@@ -645,7 +689,7 @@ func (p *Peer) WantNothing(d time.Duration) {
 			}
 			p.T.Fatalf("h2test: want nothing for %v: connection ended: %v\n%s", d, err, p.history())
 		}
-		if p.skip(f, 0xff) {
+		if p.skip(f) {
 			continue
 		}
 		p.T.Fatalf("h2test: want nothing for %v, got %v\n%s", d, f, p.history())
