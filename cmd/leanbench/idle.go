@@ -36,7 +36,6 @@ const (
 	idleServerCmd = "idle-server"
 	childEnv      = "LEANBENCH_CHILD" // set in the child's environment
 	idleDialers   = 16                // connections opened in parallel
-	idleRPCTime   = 10 * time.Second  // bound on each connection's one RPC
 )
 
 type childMsg struct {
@@ -110,7 +109,7 @@ func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err e
 		return nil, nil, fmt.Errorf("finding own executable: %w", err)
 	}
 	// Bound the whole workload: dialing, settling twice, and teardown.
-	limit := 60*time.Second + time.Duration(n)*5*time.Millisecond + 2*r.opts.settle
+	limit := 4*r.opts.timeout + time.Duration(n)*5*time.Millisecond + 2*r.opts.settle
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 
@@ -163,7 +162,7 @@ func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err e
 	}
 
 	base := measureMem(100 * time.Millisecond)
-	closers, err := dialIdle(ctx, st, hello.Addr, n)
+	closers, err := dialIdle(ctx, st, hello.Addr, n, r.opts.timeout)
 	defer func() {
 		ok := within(15*time.Second, func() {
 			for _, c := range closers {
@@ -195,7 +194,8 @@ func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err e
 
 // dialIdle opens n connections to addr and makes one unary RPC on each. It
 // returns the close functions of the connections it opened, also on error.
-func dialIdle(ctx context.Context, st stack, addr string, n int) ([]func() error, error) {
+// Each RPC is bounded by rpcTimeout.
+func dialIdle(ctx context.Context, st stack, addr string, n int, rpcTimeout time.Duration) ([]func() error, error) {
 	closers := make([]func() error, n)
 	var firstErr errBox
 	var wg sync.WaitGroup
@@ -220,7 +220,7 @@ func dialIdle(ctx context.Context, st stack, addr string, n int) ([]func() error
 						return err
 					}
 					closers[i] = closeFn
-					rctx, cancel := context.WithTimeout(ctx, idleRPCTime)
+					rctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 					defer cancel()
 					if _, err := testpb.NewBenchmarkServiceClient(cc).UnaryCall(rctx, req); err != nil {
 						return fmt.Errorf("connection %d: UnaryCall: %w", i, err)

@@ -39,6 +39,7 @@ type options struct {
 	warmup         time.Duration
 	rounds         int
 	settle         time.Duration
+	timeout        time.Duration
 	jsonPath       string
 	cpuprofile     string
 	memprofile     string
@@ -82,6 +83,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured time before each run")
 	fs.IntVar(&o.rounds, "rounds", 2, "rounds; the stacks run interleaved and the table shows medians")
 	fs.DurationVar(&o.settle, "settle", time.Second, "idle: time to let connections go idle before measuring")
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Second, "bound on a run's setup and first RPC, on its last RPC past -benchtime, and on each idle connection's RPC; a stack that exceeds it gets an error row")
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of each measured run; the file name gets the stack (and run) as suffix")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile after each measured run, and FILE.base before it (go tool pprof -base FILE.base FILE)")
@@ -98,8 +100,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	if o.rounds < 1 || o.benchtime <= 0 || o.warmup < 0 || o.settle < 0 {
-		fmt.Fprintln(stderr, "leanbench: -rounds must be >= 1, -benchtime > 0, -warmup and -settle >= 0")
+	if o.rounds < 1 || o.benchtime <= 0 || o.timeout <= 0 || o.warmup < 0 || o.settle < 0 {
+		fmt.Fprintln(stderr, "leanbench: -rounds must be >= 1, -benchtime and -timeout > 0, -warmup and -settle >= 0")
 		return 2
 	}
 	stacks, err := parseStacks(*stacksFlag)

@@ -19,13 +19,6 @@ const (
 	workloadUnary     = "unary"
 	workloadStreaming = "streaming"
 	workloadIdle      = "idle"
-
-	// setupTimeout bounds dialing, opening streams and the first RPC of a
-	// worker, on top of the warmup time.
-	setupTimeout = 15 * time.Second
-	// overrunTimeout bounds how long the measured phase may run past
-	// -benchtime before the run is abandoned (one slow RPC per worker).
-	overrunTimeout = 30 * time.Second
 )
 
 // config is one row of the results: a workload with its shape.
@@ -255,8 +248,10 @@ func (r *runner) measureThroughput(st stack, cfg config, round int) (*Figures, e
 		}(conns[i%len(conns)])
 	}
 
-	if !waitTimeout(&ready, r.opts.warmup+setupTimeout) {
-		fail(fmt.Errorf("setup and warmup did not finish within %v", r.opts.warmup+setupTimeout))
+	// -timeout bounds dialing, opening streams and the first RPC of each
+	// worker, on top of the warmup time.
+	if limit := r.opts.warmup + r.opts.timeout; !waitTimeout(&ready, limit) {
+		fail(fmt.Errorf("setup and warmup did not finish within %v", limit))
 	}
 	if err := firstErr.get(); err != nil {
 		cancel()
@@ -284,8 +279,9 @@ func (r *runner) measureThroughput(st stack, cfg config, round int) (*Figures, e
 	before := takeSnapshot()
 	deadline = before.t.Add(r.opts.benchtime)
 	close(start)
-	if !waitTimeout(&done, r.opts.benchtime+overrunTimeout) {
-		fail(fmt.Errorf("measured phase did not finish within %v of -benchtime", overrunTimeout))
+	// The last RPC of each worker may overrun -benchtime by -timeout.
+	if !waitTimeout(&done, r.opts.benchtime+r.opts.timeout) {
+		fail(fmt.Errorf("measured phase did not finish within -timeout %v after -benchtime", r.opts.timeout))
 		waitTimeout(&done, 5*time.Second)
 	}
 	after := takeSnapshot()
