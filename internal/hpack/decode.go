@@ -13,7 +13,9 @@ type Decoder struct {
 }
 
 // NewDecoder returns a decoder whose dynamic table may grow to maxTableSize
-// (our SETTINGS_HEADER_TABLE_SIZE; 4096 by default in HTTP/2).
+// (our SETTINGS_HEADER_TABLE_SIZE; 4096 by default in HTTP/2). A connection
+// starts with 4096, the value the peer assumes until it has our SETTINGS, and
+// calls SetAllowedMaxTableSize when the peer acknowledges another value.
 func NewDecoder(maxTableSize uint32) *Decoder {
 	d := &Decoder{allowedMax: maxTableSize}
 	d.table.maxSize = maxTableSize
@@ -169,6 +171,22 @@ func (d *Decoder) makeStrings(nameB, valB []byte) (string, string) {
 // into strings unless the dynamic table must store it, so the memory held
 // stays bounded by the limit plus the table size.
 func (d *Decoder) Decode(block []byte, maxListSize uint32, emit func(HeaderField)) error {
+	err := d.decode(block, maxListSize, emit)
+	// An idle connection should not keep the scratch space of one large
+	// header alive.
+	if cap(d.scratch) > maxKeptScratch {
+		d.scratch = nil
+	}
+	if cap(d.join) > maxKeptScratch {
+		d.join = nil
+	}
+	return err
+}
+
+// maxKeptScratch is the largest scratch buffer kept between blocks.
+const maxKeptScratch = 4096
+
+func (d *Decoder) decode(block []byte, maxListSize uint32, emit func(HeaderField)) error {
 	p := block
 	var listSize uint64
 	over := false

@@ -373,3 +373,16 @@ func TestEncodeNoAllocs(t *testing.T) {
 		t.Fatal("empty block")
 	}
 }
+
+func TestLargeStringScratchNotKept(t *testing.T) {
+	val := strings.Repeat("abcdefgh", 2000)
+	blk := appendLiteral(nil, 0, 4, 0, hf("x-big", val))
+	d := NewDecoder(4096)
+	got, err := decodeAll(d, blk, 0)
+	if err != nil || len(got) != 1 || got[0].Value != val {
+		t.Fatalf("decode: %v", err)
+	}
+	if cap(d.scratch) > maxKeptScratch || cap(d.join) > maxKeptScratch {
+		t.Fatalf("kept scratch %d / join %d bytes after a large header", cap(d.scratch), cap(d.join))
+	}
+}

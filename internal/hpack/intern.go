@@ -41,9 +41,22 @@ var internTable = func() map[string]string {
 	return m
 }()
 
+// maxInternLen is the length of the longest interned string: longer input
+// is not hashed for a lookup that cannot succeed.
+var maxInternLen = func() int {
+	n := 0
+	for s := range internTable {
+		n = max(n, len(s))
+	}
+	return n
+}()
+
 // intern returns the stored string equal to b, if any. The conversion in the
 // map index does not allocate.
 func intern(b []byte) (string, bool) {
+	if len(b) > maxInternLen {
+		return "", false
+	}
 	s, ok := internTable[string(b)]
 	return s, ok
 }
