@@ -52,8 +52,20 @@ type Parser struct {
 	avail int // unread bytes across q
 
 	havePrefix bool
+	announced  bool // TakeExpect reported the current message
 	flag       byte
 	length     int
+}
+
+// TakeExpect returns, once per message, how many bytes the message that
+// has begun still needs (0 when none has begun or it is complete), for
+// h2conn.Stream.ExpectMessage.
+func (p *Parser) TakeExpect() int {
+	if !p.havePrefix || p.announced {
+		return 0
+	}
+	p.announced = true
+	return p.Need()
 }
 
 // Push appends one DATA payload. It takes ownership of b.
@@ -112,6 +124,7 @@ func (p *Parser) Next() (msg Message, ok bool, err error) {
 		p.flag = pre[0]
 		p.length = int(binary.BigEndian.Uint32(pre[1:]))
 		p.havePrefix = true
+		p.announced = false
 		if p.flag > 1 {
 			return Message{}, false, status.Errorf(codes.Internal, "grpc: received unexpected payload format %d", p.flag)
 		}

@@ -1,0 +1,327 @@
+package leangrpc
+
+import (
+	"context"
+	"io"
+	"sync"
+
+	"github.com/leangrpc/leangrpc/internal/grpcwire"
+	"github.com/leangrpc/leangrpc/internal/h2conn"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// callInfo is what a call's options decide.
+type callInfo struct {
+	waitForReady bool
+	maxRecv      int
+	maxSend      int
+	subtype      string
+	codec        encoding.CodecV2
+	headerAddrs  []*metadata.MD
+	trailerAddrs []*metadata.MD
+	peerAddrs    []*peer.Peer
+	onFinish     []func(error)
+	authority    string
+}
+
+// parseCallOptions reads grpc-go's exported call options. Options it does
+// not know (grpc-go's unexported ones) are ignored, except compression,
+// which is refused until leangrpc supports it.
+func parseCallOptions(defaults, opts []grpc.CallOption) (callInfo, error) {
+	var ci callInfo
+	for _, list := range [2][]grpc.CallOption{defaults, opts} {
+		for _, o := range list {
+			switch o := o.(type) {
+			case grpc.FailFastCallOption:
+				ci.waitForReady = !o.FailFast
+			case *grpc.FailFastCallOption:
+				ci.waitForReady = !o.FailFast
+			case grpc.MaxRecvMsgSizeCallOption:
+				ci.maxRecv = o.MaxRecvMsgSize
+			case grpc.MaxSendMsgSizeCallOption:
+				ci.maxSend = o.MaxSendMsgSize
+			case grpc.HeaderCallOption:
+				ci.headerAddrs = append(ci.headerAddrs, o.HeaderAddr)
+			case grpc.TrailerCallOption:
+				ci.trailerAddrs = append(ci.trailerAddrs, o.TrailerAddr)
+			case grpc.PeerCallOption:
+				ci.peerAddrs = append(ci.peerAddrs, o.PeerAddr)
+			case grpc.OnFinishCallOption:
+				ci.onFinish = append(ci.onFinish, o.OnFinish)
+			case grpc.ContentSubtypeCallOption:
+				ci.subtype = o.ContentSubtype
+			case grpc.ForceCodecV2CallOption:
+				ci.codec = o.CodecV2
+			case grpc.ForceCodecCallOption:
+				ci.codec = codecV1Adapter{o.Codec}
+			case grpc.AuthorityOverrideCallOption:
+				ci.authority = o.Authority
+			case grpc.CompressorCallOption:
+				if o.CompressorType != "" && o.CompressorType != "identity" {
+					return ci, status.Errorf(codes.Unimplemented, "leangrpc: compression (%q) is not supported yet", o.CompressorType)
+				}
+			}
+		}
+	}
+	if ci.codec == nil {
+		if ci.subtype == "" {
+			ci.codec = grpcwire.ProtoCodec()
+		} else if c := encoding.GetCodecV2(ci.subtype); c != nil {
+			ci.codec = c
+		} else {
+			return ci, status.Errorf(codes.Internal, "no codec registered for content-subtype %s", ci.subtype)
+		}
+	} else if ci.subtype == "" {
+		ci.subtype = ci.codec.Name()
+	}
+	if ci.maxRecv == 0 {
+		ci.maxRecv = grpcwire.DefaultMaxRecvMsgSize
+	}
+	return ci, nil
+}
+
+// codecV1Adapter runs an old-style encoding.Codec as a CodecV2.
+type codecV1Adapter struct{ c encoding.Codec }
+
+func (a codecV1Adapter) Name() string { return a.c.Name() }
+
+func (a codecV1Adapter) Marshal(v any) (mem.BufferSlice, error) {
+	b, err := a.c.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+func (a codecV1Adapter) Unmarshal(data mem.BufferSlice, v any) error {
+	return a.c.Unmarshal(data.Materialize(), v)
+}
+
+// newRequest builds the request headers of a call.
+func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInfo) grpcwire.Request {
+	req := grpcwire.Request{
+		Method:         method,
+		Authority:      cc.authority,
+		ContentSubtype: ci.subtype,
+		UserAgent:      cc.userAgent,
+	}
+	if ci.authority != "" {
+		req.Authority = ci.authority
+	}
+	if ci.subtype == "proto" {
+		req.ContentSubtype = ""
+	}
+	if md, ok := metadata.FromOutgoingContext(ctx); ok {
+		req.MD = md
+	}
+	return req
+}
+
+// openStream gets a connection and opens the call's stream on it, once
+// retrying on a fresh connection when the first was going away (nothing
+// was sent then).
+func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInfo) (*grpcwire.ClientStream, *peer.Peer, error) {
+	req := cc.newRequest(ctx, method, ci)
+	cfg := grpcwire.ClientConfig{Pool: cc.pool, Codec: ci.codec, MaxRecv: ci.maxRecv, MaxSend: ci.maxSend}
+	for attempt := 0; ; attempt++ {
+		conn, p, err := cc.getConn(ctx, ci.waitForReady)
+		if err != nil {
+			return nil, nil, err
+		}
+		cs, err := grpcwire.NewClientStream(ctx, conn, &req, cfg)
+		if err == nil {
+			return cs, p, nil
+		}
+		if attempt < 2 && retryable(err) {
+			continue
+		}
+		return nil, nil, err
+	}
+}
+
+func retryable(err error) bool {
+	var he *h2conn.Error
+	return status.Code(err) == codes.Unavailable && (errorsIs(err, h2conn.ErrGoingAway) || errorsAs(err, &he) && he.Unprocessed || errorsIs(err, h2conn.ErrConnClosed))
+}
+
+// Invoke performs a unary RPC.
+func (cc *ClientConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	if cc.unaryInt != nil {
+		return cc.unaryInt(ctx, method, args, reply, nil, cc.invoke, opts...)
+	}
+	return cc.invoke(ctx, method, args, reply, nil, opts...)
+}
+
+func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any, _ *grpc.ClientConn, opts ...grpc.CallOption) (err error) {
+	ci, err := parseCallOptions(cc.opts.callOpts, opts)
+	if err != nil {
+		return err
+	}
+	if len(ci.onFinish) > 0 {
+		defer func() {
+			for _, f := range ci.onFinish {
+				f(err)
+			}
+		}()
+	}
+	cs, p, err := cc.openStream(ctx, method, &ci)
+	if err != nil {
+		return err
+	}
+	defer ci.after(cs, p)
+	if err := cs.SendMsg(args, true); err != nil && err != io.EOF {
+		cs.Abort()
+		return err
+	}
+	if err := cs.RecvMsg(reply); err != nil {
+		if err == io.EOF {
+			return status.Error(codes.Internal, "cardinality violation: received no response message from non-server-streaming RPC")
+		}
+		return err
+	}
+	msg, err := cs.Recv()
+	if err == nil {
+		msg.Data.Free()
+		cs.Abort()
+		return status.Error(codes.Internal, "cardinality violation: expected <EOF> for non server-streaming RPCs, but received another message")
+	}
+	if err == io.EOF {
+		return nil
+	}
+	return err
+}
+
+// after fills the Header, Trailer and Peer call options.
+func (ci *callInfo) after(cs *grpcwire.ClientStream, p *peer.Peer) {
+	if len(ci.headerAddrs) > 0 {
+		h, _ := cs.Header()
+		for _, a := range ci.headerAddrs {
+			*a = h
+		}
+	}
+	for _, a := range ci.trailerAddrs {
+		*a = cs.Trailer()
+	}
+	if p != nil {
+		for _, a := range ci.peerAddrs {
+			*a = *p
+		}
+	}
+}
+
+// NewStream begins a streaming RPC.
+func (cc *ClientConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if cc.streamInt != nil {
+		return cc.streamInt(ctx, desc, nil, method, cc.newStream, opts...)
+	}
+	return cc.newStream(ctx, desc, nil, method, opts...)
+}
+
+func (cc *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, _ *grpc.ClientConn, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	ci, err := parseCallOptions(cc.opts.callOpts, opts)
+	if err != nil {
+		return nil, err
+	}
+	cs, p, err := cc.openStream(ctx, method, &ci)
+	if err != nil {
+		for _, f := range ci.onFinish {
+			f(err)
+		}
+		return nil, err
+	}
+	s := &clientStream{cs: cs, ctx: ctx, desc: desc, ci: ci, peer: p}
+	return s, nil
+}
+
+// clientStream implements grpc.ClientStream over grpcwire.ClientStream.
+type clientStream struct {
+	cs   *grpcwire.ClientStream
+	ctx  context.Context
+	desc *grpc.StreamDesc
+	ci   callInfo
+	peer *peer.Peer
+
+	sentOne  bool // !desc.ClientStreams: the request was sent
+	recvOne  bool // !desc.ServerStreams: the response was received
+	doneOnce sync.Once
+}
+
+func (s *clientStream) Header() (metadata.MD, error) {
+	md, err := s.cs.Header()
+	if err != nil {
+		s.finish(err)
+	}
+	return md, err
+}
+
+func (s *clientStream) Trailer() metadata.MD     { return s.cs.Trailer() }
+func (s *clientStream) Context() context.Context { return s.ctx }
+
+func (s *clientStream) CloseSend() error {
+	if !s.desc.ClientStreams && s.sentOne {
+		return nil // the single request already carried END_STREAM
+	}
+	return s.cs.CloseSend()
+}
+
+func (s *clientStream) SendMsg(m any) error {
+	if !s.desc.ClientStreams {
+		if s.sentOne {
+			return status.Error(codes.Internal, "SendMsg called after CloseSend")
+		}
+		s.sentOne = true
+		return s.cs.SendMsg(m, true)
+	}
+	return s.cs.SendMsg(m, false)
+}
+
+func (s *clientStream) RecvMsg(m any) error {
+	err := s.cs.RecvMsg(m)
+	if err == nil && !s.desc.ServerStreams {
+		// A unary response: the status must follow.
+		s.recvOne = true
+		msg, err2 := s.cs.Recv()
+		switch {
+		case err2 == nil:
+			msg.Data.Free()
+			s.cs.Abort()
+			err = status.Error(codes.Internal, "cardinality violation: expected <EOF> for non server-streaming RPCs, but received another message")
+		case err2 == io.EOF:
+			s.finish(nil)
+			return nil
+		default:
+			err = err2
+		}
+	}
+	if err != nil {
+		if err == io.EOF && !s.desc.ServerStreams && !s.recvOne {
+			err = status.Error(codes.Internal, "cardinality violation: received no response message from non-server-streaming RPC")
+		}
+		if err == io.EOF {
+			s.finish(nil)
+		} else {
+			s.finish(err)
+		}
+	}
+	return err
+}
+
+func (s *clientStream) finish(err error) {
+	s.doneOnce.Do(func() {
+		s.ci.after(s.cs, s.peer)
+		for _, f := range s.ci.onFinish {
+			f(err)
+		}
+	})
+}
+
+var (
+	_ grpc.ClientConnInterface = (*ClientConn)(nil)
+	_ grpc.ClientStream        = (*clientStream)(nil)
+)

@@ -1,0 +1,342 @@
+package leangrpc
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/h2conn"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// Version is leangrpc's version, sent in the user-agent.
+const Version = "0.1.0"
+
+const userAgent = "leangrpc-go/" + Version + " grpc-go/" + grpc.Version
+
+// backoffConfig follows gRPC's connection-backoff document.
+type backoffConfig struct {
+	base, max         time.Duration
+	multiplier        float64
+	jitter            float64
+	minConnectTimeout time.Duration
+}
+
+var defaultBackoff = backoffConfig{
+	base:              time.Second,
+	max:               120 * time.Second,
+	multiplier:        1.6,
+	jitter:            0.2,
+	minConnectTimeout: 20 * time.Second,
+}
+
+// delay returns the wait before reconnect attempt retries+1.
+func (b backoffConfig) delay(retries int) time.Duration {
+	if retries == 0 {
+		return b.base
+	}
+	d, max := float64(b.base), float64(b.max)
+	for d < max && retries > 0 {
+		d *= b.multiplier
+		retries--
+	}
+	d = min(d, max)
+	d *= 1 + b.jitter*(rand.Float64()*2-1)
+	return time.Duration(max0(d))
+}
+
+func max0(f float64) float64 {
+	if f < 0 {
+		return 0
+	}
+	return f
+}
+
+// resolveTarget turns a target into a dial address. Only "host:port" and
+// "passthrough:///host:port" are understood now; this is where name
+// resolution will plug in.
+func resolveTarget(target string) (addr string, err error) {
+	switch {
+	case strings.HasPrefix(target, "passthrough:///"):
+		addr = strings.TrimPrefix(target, "passthrough:///")
+	case strings.HasPrefix(target, "dns:///"):
+		addr = strings.TrimPrefix(target, "dns:///")
+	case strings.Contains(target, "://"):
+		return "", fmt.Errorf("leangrpc: unsupported target scheme in %q", target)
+	default:
+		addr = target
+	}
+	if addr == "" {
+		return "", fmt.Errorf("leangrpc: empty address in target %q", target)
+	}
+	return addr, nil
+}
+
+// ClientConn is a client connection to one target. It implements
+// grpc.ClientConnInterface. It connects on the first RPC and reconnects
+// with exponential backoff when the connection is lost.
+type ClientConn struct {
+	target    string
+	addr      string
+	authority string
+	opts      dialOptions
+	unaryInt  grpc.UnaryClientInterceptor
+	streamInt grpc.StreamClientInterceptor
+	pool      *bufpool.Pool
+	h2cfg     h2conn.Config
+	userAgent string
+
+	ctx    context.Context // canceled by Close
+	cancel context.CancelFunc
+
+	mu      sync.Mutex // guards the fields below
+	conn    *h2conn.Conn
+	peer    *peer.Peer
+	dialing chan struct{} // closed when the dial in progress ends
+	lastErr error         // of the last failed dial
+	retryAt time.Time     // no dial before this after a failure
+	retries int
+	closed  bool
+	old     []*h2conn.Conn // going-away connections still draining
+}
+
+// NewClient returns a ClientConn for target ("host:port" or
+// "passthrough:///host:port"). It connects lazily.
+func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
+	cc := &ClientConn{target: target}
+	cc.opts.backoff = defaultBackoff
+	for _, o := range opts {
+		o.applyDial(&cc.opts)
+	}
+	if cc.opts.creds == nil {
+		// grpc-go refuses a client without credentials; leangrpc speaks
+		// plaintext then, which is what every caller so far wants.
+		cc.opts.creds = insecure.NewCredentials()
+	}
+	addr, err := resolveTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	cc.addr = addr
+	cc.authority = addr
+	if cc.opts.authority != "" {
+		cc.authority = cc.opts.authority
+	} else if sn := cc.opts.creds.Info().ServerName; sn != "" {
+		cc.authority = sn
+	}
+	cc.userAgent = userAgent
+	if cc.opts.userAgent != "" {
+		cc.userAgent = cc.opts.userAgent + " " + userAgent
+	}
+	cc.unaryInt = chainUnaryClient(cc.opts.unaryInts)
+	cc.streamInt = chainStreamClient(cc.opts.streamInts)
+	cc.pool = bufpool.Default()
+	if cc.opts.bufferPool != nil {
+		cc.pool = bufpool.New(cc.opts.bufferPool)
+	}
+	cc.h2cfg = h2conn.Config{
+		InitialStreamWindow:          uint32(max(cc.opts.initialWindow, 0)),
+		InitialConnWindow:            uint32(max(cc.opts.initialConnWindow, 0)),
+		Pool:                         cc.pool,
+		PooledReads:                  pooledReads(cc.opts.readBufferPooling),
+		KeepaliveTime:                cc.opts.kp.Time,
+		KeepaliveTimeout:             cc.opts.kp.Timeout,
+		KeepalivePermitWithoutStream: cc.opts.kp.PermitWithoutStream,
+	}
+	cc.ctx, cc.cancel = context.WithCancel(context.Background())
+	return cc, nil
+}
+
+// Target returns the target the ClientConn was created with.
+func (cc *ClientConn) Target() string { return cc.target }
+
+var errConnClosing = status.Error(codes.Canceled, "grpc: the client connection is closing")
+
+// getConn returns a ready HTTP/2 connection, dialing if there is none. A
+// call waits for a dial in progress; after a failed dial it fails at once
+// with Unavailable during the backoff, unless waitForReady, in which case
+// it waits for the next attempt until ctx ends.
+func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.Conn, *peer.Peer, error) {
+	for {
+		cc.mu.Lock()
+		if cc.closed {
+			cc.mu.Unlock()
+			return nil, nil, errConnClosing
+		}
+		if c := cc.conn; c != nil {
+			select {
+			case <-c.GoingAway():
+				cc.conn = nil
+				cc.old = append(pruneDone(cc.old), c)
+			default:
+				p := cc.peer
+				cc.mu.Unlock()
+				return c, p, nil
+			}
+		}
+		if ch := cc.dialing; ch != nil {
+			cc.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, nil, status.FromContextError(ctx.Err()).Err()
+			}
+		}
+		if wait := time.Until(cc.retryAt); wait > 0 {
+			lastErr := cc.lastErr
+			cc.mu.Unlock()
+			if !waitForReady {
+				return nil, nil, status.Errorf(codes.Unavailable, "connection error: %v", lastErr)
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+				continue
+			case <-ctx.Done():
+				t.Stop()
+				return nil, nil, status.FromContextError(ctx.Err()).Err()
+			case <-cc.ctx.Done():
+				t.Stop()
+				continue
+			}
+		}
+		ch := make(chan struct{})
+		cc.dialing = ch
+		cc.mu.Unlock()
+		go cc.dial(ch)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, nil, status.FromContextError(ctx.Err()).Err()
+		}
+		cc.mu.Lock()
+		failed := cc.conn == nil && !cc.closed
+		lastErr := cc.lastErr
+		cc.mu.Unlock()
+		if failed && !waitForReady {
+			return nil, nil, status.Errorf(codes.Unavailable, "connection error: %v", lastErr)
+		}
+	}
+}
+
+// dial opens one connection and publishes it, or records the failure and
+// the next retry time; it closes ch when done.
+func (cc *ClientConn) dial(ch chan struct{}) {
+	conn, p, err := cc.connect()
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	defer close(ch)
+	cc.dialing = nil
+	if cc.closed {
+		if conn != nil {
+			conn.Close()
+		}
+		return
+	}
+	if err != nil {
+		cc.lastErr = err
+		cc.retryAt = time.Now().Add(cc.opts.backoff.delay(cc.retries))
+		cc.retries++
+		return
+	}
+	cc.retries = 0
+	cc.retryAt = time.Time{}
+	cc.lastErr = nil
+	cc.conn, cc.peer = conn, p
+}
+
+func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, error) {
+	ctx, cancel := context.WithTimeout(cc.ctx, cc.opts.backoff.minConnectTimeout)
+	defer cancel()
+	var nc net.Conn
+	var err error
+	if cc.opts.dialer != nil {
+		nc, err = cc.opts.dialer(ctx, cc.addr)
+	} else {
+		var d net.Dialer
+		nc, err = d.DialContext(ctx, "tcp", cc.addr)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var auth credentials.AuthInfo
+	nc, auth, err = cc.opts.creds.ClientHandshake(ctx, cc.authority, nc)
+	if err != nil {
+		if nc != nil {
+			nc.Close()
+		}
+		return nil, nil, err
+	}
+	conn, err := h2conn.NewClientConn(nc, cc.h2cfg)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return conn, &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}, nil
+}
+
+// Close tears the connection down; RPCs in flight fail with Canceled or
+// Unavailable.
+func (cc *ClientConn) Close() error {
+	cc.mu.Lock()
+	if cc.closed {
+		cc.mu.Unlock()
+		return nil
+	}
+	cc.closed = true
+	conns := append(cc.old, cc.conn)
+	cc.conn, cc.old = nil, nil
+	cc.mu.Unlock()
+	cc.cancel()
+	for _, c := range conns {
+		if c != nil {
+			c.Close()
+			<-c.Done()
+		}
+	}
+	return nil
+}
+
+func pooledReads(opt *bool) bool {
+	if opt != nil {
+		return *opt
+	}
+	return pooledReadsDefault()
+}
+
+// pruneDone drops the connections that have ended.
+func pruneDone(cs []*h2conn.Conn) []*h2conn.Conn {
+	out := cs[:0]
+	for _, c := range cs {
+		select {
+		case <-c.Done():
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// pooledReadsDefault mirrors sockio's switch: pooled reads are on unless
+// LEANGRPC_READ_BUFFER_POOLING is set to a false value.
+func pooledReadsDefault() bool {
+	v, ok := os.LookupEnv("LEANGRPC_READ_BUFFER_POOLING")
+	if !ok {
+		return true
+	}
+	b, err := strconv.ParseBool(v)
+	return err != nil || b
+}

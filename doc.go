@@ -1,0 +1,21 @@
+// Package leangrpc is a gRPC transport for Go that runs code written for
+// grpc-go: generated stubs, interceptors, status, codes, metadata, codecs and
+// credentials. A program switches by changing one constructor:
+// grpc.NewServer to leangrpc.NewServer, grpc.NewClient to leangrpc.NewClient.
+//
+// grpc-go's ServerOption and DialOption types are opaque, so leangrpc
+// defines its own option types with the same names: write
+// leangrpc.WithTransportCredentials(insecure.NewCredentials()) where grpc-go
+// code says grpc.WithTransportCredentials(...), and leangrpc.MaxRecvMsgSize
+// for grpc.MaxRecvMsgSize. Call options are grpc-go's own (grpc.Header,
+// grpc.WaitForReady, grpc.MaxCallRecvMsgSize, ...): they are passed
+// unchanged.
+//
+// Client interceptors receive a nil *grpc.ClientConn, since that concrete
+// type cannot be built outside grpc-go; everything else they receive is as
+// grpc-go passes it.
+//
+// The root package adapts grpc-go's interfaces (ServiceRegistrar,
+// ClientConnInterface, ServerStream, ClientStream) onto internal/grpcwire and
+// holds no protocol logic.
+package leangrpc

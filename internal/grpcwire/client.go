@@ -1,0 +1,289 @@
+package grpcwire
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/h2conn"
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// ClientConfig is what the client glue needs for one call.
+type ClientConfig struct {
+	Pool    *bufpool.Pool    // nil: bufpool.Default()
+	Codec   encoding.CodecV2 // nil: proto
+	MaxRecv int              // 0: DefaultMaxRecvMsgSize
+	MaxSend int              // 0: unlimited
+}
+
+// ClientStream is the gRPC client side of one HTTP/2 stream. SendMsg and
+// CloseSend are used by one goroutine, RecvMsg by one (possibly another);
+// Header and Trailer may be called from any.
+type ClientStream struct {
+	st      *h2conn.Stream
+	ctx     context.Context
+	stop    func() bool // stops the context watcher
+	codec   encoding.CodecV2
+	pool    *bufpool.Pool
+	maxSend int
+
+	// hdrMu serializes the wait for the response headers; hdrDone is
+	// closed once header, encoding and (for Trailers-Only) the final status
+	// are set.
+	hdrMu    sync.Mutex
+	hdrDone  chan struct{}
+	header   metadata.MD
+	encoding string
+	hdrErr   error // the call's final error when it ended before headers
+
+	// Receive side, owned by the goroutine calling RecvMsg.
+	parser  Parser
+	recvEOF bool
+	ended   bool  // final status known
+	final   error // io.EOF for OK, else a status error
+
+	trMu    sync.Mutex // guards trailer
+	trailer metadata.MD
+}
+
+// NewClientStream opens a stream on c with the request headers of req. With
+// endStream the request ends with the headers (no messages). The stream is
+// reset with CANCEL when ctx ends. Errors are status errors; Unavailable
+// ones that wrap h2conn.ErrGoingAway mean nothing was sent.
+func NewClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg ClientConfig) (*ClientStream, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		req.HasTimeout = true
+		req.Timeout = timeUntil(dl)
+		if req.Timeout <= 0 {
+			return nil, status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
+		}
+	}
+	var buf [16]hpackField
+	fields := AppendRequestHeaders(buf[:0], req)
+	st, err := c.NewStream(ctx, fields, false)
+	if err != nil {
+		return nil, StreamStatusError(ctx, err)
+	}
+	s := &ClientStream{st: st, ctx: ctx, codec: cfg.Codec, pool: cfg.Pool, maxSend: cfg.MaxSend, hdrDone: make(chan struct{})}
+	if s.codec == nil {
+		s.codec = protoCodec
+	}
+	if s.pool == nil {
+		s.pool = bufpool.Default()
+	}
+	s.parser.MaxRecv = cfg.MaxRecv
+	if ctx.Done() != nil {
+		s.stop = context.AfterFunc(ctx, func() { st.Reset(h2frame.ErrCodeCancel) })
+	}
+	return s, nil
+}
+
+// Stream returns the underlying HTTP/2 stream.
+func (s *ClientStream) Stream() *h2conn.Stream { return s.st }
+
+// SendMsg sends one message; with last set the request ends with it
+// (END_STREAM on its last DATA frame). After the stream ended it returns
+// io.EOF: RecvMsg then reports the status.
+func (s *ClientStream) SendMsg(m any, last bool) error {
+	b, err := EncodeBuffer(s.pool, s.codec, m, s.maxSend)
+	if err != nil {
+		// grpc-go ends the call with the encoding error.
+		s.st.Reset(h2frame.ErrCodeCancel)
+		return err
+	}
+	if err := s.st.WriteData(b, last); err != nil { // takes ownership of b
+		if s.ctx.Err() != nil {
+			return StreamStatusError(s.ctx, err)
+		}
+		return io.EOF
+	}
+	return nil
+}
+
+// CloseSend half-closes the request.
+func (s *ClientStream) CloseSend() error {
+	s.st.CloseSend()
+	return nil
+}
+
+// Header waits for the response headers and returns their metadata. It
+// returns nil, nil after a Trailers-Only response, and the call's status
+// error when the stream failed before headers arrived.
+func (s *ClientStream) Header() (metadata.MD, error) {
+	s.waitHeaders()
+	if s.hdrErr != nil && s.hdrErr != io.EOF {
+		return nil, s.hdrErr
+	}
+	return s.header, nil
+}
+
+// Trailer returns the trailers; complete once RecvMsg returned an error.
+func (s *ClientStream) Trailer() metadata.MD {
+	s.trMu.Lock()
+	defer s.trMu.Unlock()
+	return s.trailer
+}
+
+func (s *ClientStream) waitHeaders() {
+	select {
+	case <-s.hdrDone:
+		return
+	default:
+	}
+	s.hdrMu.Lock()
+	defer s.hdrMu.Unlock()
+	select {
+	case <-s.hdrDone:
+		return
+	default:
+	}
+	defer close(s.hdrDone)
+	for {
+		fields, end, err := s.st.RecvHeaders()
+		if err != nil {
+			s.hdrErr = StreamStatusError(s.ctx, err)
+			return
+		}
+		r := ParseResponse(fields, true, end)
+		if r.Informational {
+			continue
+		}
+		if r.Reset {
+			s.st.Reset(h2frame.ErrCodeProtocol)
+		}
+		if r.Status != nil {
+			s.setTrailer(r.MD)
+			s.hdrErr = statusResult(r.Status)
+			return
+		}
+		s.header = r.MD
+		s.encoding = r.Encoding
+		return
+	}
+}
+
+func (s *ClientStream) setTrailer(md metadata.MD) {
+	s.trMu.Lock()
+	s.trailer = md
+	s.trMu.Unlock()
+}
+
+// statusResult is what RecvMsg returns for a final status.
+func statusResult(st *status.Status) error {
+	if st.Code() == codes.OK {
+		return io.EOF
+	}
+	return st.Err()
+}
+
+// RecvMsg receives the next message into m. At the end of the call it
+// returns io.EOF for an OK status, else the status error.
+func (s *ClientStream) RecvMsg(m any) error {
+	msg, err := s.Recv()
+	if err != nil {
+		return err
+	}
+	if err := DecodeMessage(s.codec, msg, s.encoding, m); err != nil {
+		s.fail(err)
+		return err
+	}
+	return nil
+}
+
+// Recv returns the next raw message (the caller owns msg.Data), or the
+// call's end as RecvMsg reports it.
+func (s *ClientStream) Recv() (Message, error) {
+	if s.ended {
+		return Message{}, s.final
+	}
+	s.waitHeaders()
+	if s.hdrErr != nil {
+		return Message{}, s.end(s.hdrErr)
+	}
+	for {
+		msg, ok, err := s.parser.Next()
+		if err != nil {
+			s.st.Reset(h2frame.ErrCodeCancel)
+			return Message{}, s.end(err)
+		}
+		if ok {
+			return msg, nil
+		}
+		if s.recvEOF {
+			if s.parser.InProgress() {
+				return Message{}, s.end(ErrTruncated)
+			}
+			tr := s.st.Trailers()
+			if tr == nil {
+				return Message{}, s.end(status.Error(codes.Internal, "server closed the stream without sending trailers"))
+			}
+			r := ParseResponse(tr, false, true)
+			s.setTrailer(r.MD)
+			return Message{}, s.end(statusResult(r.Status))
+		}
+		if n := s.parser.TakeExpect(); n > 0 {
+			s.st.ExpectMessage(n)
+		}
+		b, err := s.st.Recv()
+		if err == io.EOF {
+			s.recvEOF = true
+			continue
+		}
+		if err != nil {
+			return Message{}, s.end(StreamStatusError(s.ctx, err))
+		}
+		s.parser.Push(b) // takes ownership of b
+	}
+}
+
+// fail ends the call with err after a local failure (decoding): the stream
+// is reset with CANCEL.
+func (s *ClientStream) fail(err error) {
+	s.st.Reset(h2frame.ErrCodeCancel)
+	s.end(err)
+}
+
+// end records the final result and releases the stream.
+func (s *ClientStream) end(err error) error {
+	if s.ended {
+		return s.final
+	}
+	s.ended = true
+	s.final = err
+	if s.stop != nil {
+		s.stop()
+	}
+	s.parser.Close()
+	s.st.Release()
+	return err
+}
+
+// Abort ends the call from the caller's side (a client that stops
+// receiving, such as Invoke after an error): the stream is reset with
+// CANCEL if still open and released. It must not race with Recv.
+func (s *ClientStream) Abort() {
+	if s.ended {
+		return
+	}
+	select {
+	case <-s.st.Done():
+	default:
+		s.st.Reset(h2frame.ErrCodeCancel)
+	}
+	s.end(status.Error(codes.Canceled, "call aborted"))
+}
+
+// Ended reports whether the call's final status is known to RecvMsg.
+func (s *ClientStream) Ended() bool { return s.ended }
+
+type hpackField = hpack.HeaderField
+
+func timeUntil(t time.Time) time.Duration { return time.Until(t) }

@@ -1,0 +1,84 @@
+package grpcwire
+
+import (
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	_ "google.golang.org/grpc/encoding/proto" // registers the default codec
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// protoCodec is grpc-go's registered proto codec as it was at start-up. When
+// a call uses it and the message is a proto.Message, EncodeBuffer marshals
+// straight into the pooled buffer that goes to the wire; a codec a user
+// registered later under the same name is called through its interface.
+var protoCodec = encoding.GetCodecV2("proto")
+
+// ProtoCodec returns the default codec (content-subtype "proto" or none).
+func ProtoCodec() encoding.CodecV2 { return protoCodec }
+
+// CodecFor returns the registered codec for a content-subtype, falling back
+// to proto for an unknown one as grpc-go's server does (ok is false then).
+func CodecFor(subtype string) (c encoding.CodecV2, ok bool) {
+	if subtype == "" || subtype == "proto" {
+		if c := encoding.GetCodecV2("proto"); c != nil {
+			return c, true
+		}
+		return protoCodec, true
+	}
+	if c := encoding.GetCodecV2(subtype); c != nil {
+		return c, true
+	}
+	return protoCodec, false
+}
+
+// EncodeBuffer marshals msg into one pooled buffer holding the 5-byte
+// prefix and the payload, ready for h2conn.Stream.WriteData. It returns an
+// owned buffer. With grpc-go's proto codec the message is marshaled in place
+// (no copy); with another codec its output is copied once behind the
+// prefix. A payload over maxSend (0: unlimited) is ResourceExhausted.
+func EncodeBuffer(pool *bufpool.Pool, codec encoding.CodecV2, msg any, maxSend int) (*bufpool.Buffer, error) {
+	if maxSend <= 0 {
+		maxSend = DefaultMaxSendMsgSize
+	}
+	if codec == protoCodec {
+		if m, ok := msg.(proto.Message); ok {
+			size := proto.Size(m)
+			if size > maxSend {
+				return nil, status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", size, maxSend)
+			}
+			b := pool.Get(PrefixLen + size)
+			buf := b.Bytes()
+			out, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(buf[PrefixLen:PrefixLen], m)
+			if err != nil {
+				b.Free()
+				return nil, status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+			}
+			if len(out) != size || (size > 0 && &out[0] != &buf[PrefixLen]) {
+				// The message changed between Size and Marshal; fall
+				// back to a copy of what was marshaled.
+				b.Free()
+				if len(out) > maxSend {
+					return nil, status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", len(out), maxSend)
+				}
+				b = pool.Get(PrefixLen + len(out))
+				copy(b.Bytes()[PrefixLen:], out)
+			}
+			PutPrefix(b.Bytes(), false, uint32(b.Len()-PrefixLen))
+			return b, nil
+		}
+	}
+	if codec == nil {
+		return nil, status.Error(codes.Internal, "grpc: no codec")
+	}
+	pre, data, err := EncodeMessage(codec, msg, maxSend)
+	if err != nil {
+		return nil, err
+	}
+	b := pool.Get(PrefixLen + data.Len())
+	copy(b.Bytes(), pre[:])
+	data.CopyTo(b.Bytes()[PrefixLen:])
+	data.Free()
+	return b, nil
+}

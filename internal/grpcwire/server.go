@@ -1,0 +1,279 @@
+package grpcwire
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/h2conn"
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// ServerConfig is what the server glue needs from the server's options.
+type ServerConfig struct {
+	Pool    *bufpool.Pool // nil: bufpool.Default()
+	MaxRecv int           // 0: DefaultMaxRecvMsgSize
+	MaxSend int           // 0: unlimited
+}
+
+// ServerStream is the gRPC server side of one HTTP/2 stream: the request,
+// the handler's context and the sending and receiving of messages, headers
+// and the final status. RecvMsg is used by one goroutine, SendMsg by one
+// (possibly another); header and trailer calls may come from either.
+type ServerStream struct {
+	st    *h2conn.Stream
+	Req   Request
+	Codec encoding.CodecV2
+	pool  *bufpool.Pool
+
+	maxSend int
+	ctx     context.Context
+	cancel  context.CancelFunc
+	stop    func() bool // stops the deadline watcher; nil without a deadline
+
+	// Receive side, owned by the goroutine calling RecvMsg.
+	parser  Parser
+	recvEOF bool
+	recvErr error
+
+	mu         sync.Mutex // guards the fields below
+	header     metadata.MD
+	trailer    metadata.MD
+	headerSent bool
+	finished   bool
+}
+
+// NewServerStream prepares a gRPC stream for a request ParseRequest
+// accepted. It must be called from h2conn.Handler.HandleStream (on the
+// reader), before the stream can end, so that a RST_STREAM from the client
+// cancels the context. The context derives from parent, carries the
+// request's deadline, and ends when the client resets the stream or the
+// connection closes; when the deadline passes the stream is reset with
+// CANCEL.
+func NewServerStream(parent context.Context, st *h2conn.Stream, req Request, cfg *ServerConfig) *ServerStream {
+	s := &ServerStream{st: st, Req: req, maxSend: cfg.MaxSend, pool: cfg.Pool}
+	if s.pool == nil {
+		s.pool = bufpool.Default()
+	}
+	s.parser.MaxRecv = cfg.MaxRecv
+	s.Codec, _ = CodecFor(req.ContentSubtype)
+	if req.HasTimeout {
+		s.ctx, s.cancel = context.WithTimeout(parent, req.Timeout)
+		ctx := s.ctx
+		s.stop = context.AfterFunc(ctx, func() {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				st.Reset(h2frame.ErrCodeCancel)
+			}
+		})
+	} else {
+		s.ctx, s.cancel = context.WithCancel(parent)
+	}
+	cancel := s.cancel
+	st.SetResetHook(func(error) { cancel() })
+	return s
+}
+
+// Context returns the handler's context.
+func (s *ServerStream) Context() context.Context { return s.ctx }
+
+// Stream returns the underlying HTTP/2 stream.
+func (s *ServerStream) Stream() *h2conn.Stream { return s.st }
+
+// SetHeader merges md into the response headers to send.
+func (s *ServerStream) SetHeader(md metadata.MD) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.headerSent || s.finished {
+		return status.Error(codes.Internal, "transport: SetHeader called after headers were sent")
+	}
+	s.header = metadata.Join(s.header, md)
+	return nil
+}
+
+// SendHeader sends the response headers with md merged in.
+func (s *ServerStream) SendHeader(md metadata.MD) error {
+	s.mu.Lock()
+	if s.headerSent || s.finished {
+		s.mu.Unlock()
+		return status.Error(codes.Internal, "transport: SendHeader called multiple times")
+	}
+	s.header = metadata.Join(s.header, md)
+	err := s.sendHeaderLocked()
+	s.mu.Unlock()
+	return err
+}
+
+func (s *ServerStream) sendHeaderLocked() error {
+	s.headerSent = true
+	var buf [8]hpack.HeaderField
+	fields := AppendResponseHeaders(buf[:0], s.Req.ContentSubtype, "", s.header)
+	if err := s.st.WriteHeaders(fields, false); err != nil {
+		return StreamStatusError(s.ctx, err)
+	}
+	return nil
+}
+
+// SetTrailer merges md into the trailers sent with the status.
+func (s *ServerStream) SetTrailer(md metadata.MD) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
+		return status.Error(codes.Internal, "transport: SetTrailer called after the status was sent")
+	}
+	s.trailer = metadata.Join(s.trailer, md)
+	return nil
+}
+
+// SendMsg sends one message, sending the response headers first if they
+// were not.
+func (s *ServerStream) SendMsg(m any) error {
+	s.mu.Lock()
+	if s.finished {
+		s.mu.Unlock()
+		return status.Error(codes.Internal, "transport: SendMsg called after the status was sent")
+	}
+	if !s.headerSent {
+		if err := s.sendHeaderLocked(); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
+	s.mu.Unlock()
+	b, err := EncodeBuffer(s.pool, s.Codec, m, s.maxSend)
+	if err != nil {
+		return err
+	}
+	if err := s.st.WriteData(b, false); err != nil { // takes ownership of b
+		return StreamStatusError(s.ctx, err)
+	}
+	return nil
+}
+
+// RecvMsg receives the next message into m; io.EOF when the client
+// half-closed after its last message.
+func (s *ServerStream) RecvMsg(m any) error {
+	msg, err := s.recv()
+	if err != nil {
+		return err
+	}
+	return DecodeMessage(s.Codec, msg, s.Req.Encoding, m)
+}
+
+// recv returns the next message; the caller owns msg.Data.
+func (s *ServerStream) recv() (Message, error) {
+	if s.recvErr != nil {
+		return Message{}, s.recvErr
+	}
+	for {
+		msg, ok, err := s.parser.Next()
+		if err != nil {
+			s.recvErr = err
+			return Message{}, err
+		}
+		if ok {
+			return msg, nil
+		}
+		if s.recvEOF {
+			if s.parser.InProgress() {
+				s.recvErr = ErrTruncated
+			} else {
+				s.recvErr = io.EOF
+			}
+			return Message{}, s.recvErr
+		}
+		if n := s.parser.TakeExpect(); n > 0 {
+			s.st.ExpectMessage(n)
+		}
+		b, err := s.st.Recv()
+		if err == io.EOF {
+			s.recvEOF = true
+			continue
+		}
+		if err != nil {
+			s.recvErr = StreamStatusError(s.ctx, err)
+			return Message{}, s.recvErr
+		}
+		s.parser.Push(b) // takes ownership of b
+	}
+}
+
+// Finish sends the status with the trailers set so far (a Trailers-Only
+// response when no headers were sent), resets the stream with NO_ERROR if
+// the client has not half-closed, and releases the stream's resources. Later
+// calls do nothing. It must not race with RecvMsg.
+func (s *ServerStream) Finish(st *status.Status) error {
+	return s.FinishHTTP(st, 0)
+}
+
+// FinishHTTP is Finish with an HTTP status for a Trailers-Only response
+// (0 means 200).
+func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
+	s.mu.Lock()
+	if s.finished {
+		s.mu.Unlock()
+		return nil
+	}
+	s.finished = true
+	var buf [8]hpack.HeaderField
+	fields := AppendTrailers(buf[:0], !s.headerSent, httpStatus, s.Req.ContentSubtype, st, s.trailer)
+	s.headerSent = true
+	s.mu.Unlock()
+	err := s.st.WriteTrailers(fields)
+	if err == nil && !s.recvEOF {
+		select {
+		case <-s.st.Done():
+		default:
+			s.st.Reset(h2frame.ErrCodeNo)
+		}
+	}
+	if s.stop != nil {
+		s.stop()
+	}
+	s.cancel()
+	s.parser.Close()
+	s.st.Release()
+	if err != nil {
+		return StreamStatusError(s.ctx, err)
+	}
+	return nil
+}
+
+// RejectStream answers a request ParseRequest refused: RST_STREAM, or a
+// Trailers-Only response with the HTTP status (and a reset with NO_ERROR
+// when the client has not finished sending). It may block briefly on the
+// connection's writer, so call it off the reader goroutine.
+func RejectStream(st *h2conn.Stream, req *Request, rej *Reject) {
+	if rej.RST {
+		st.Reset(rej.Code)
+		st.Release()
+		return
+	}
+	var buf [6]hpack.HeaderField
+	fields := AppendTrailers(buf[:0], true, rej.HTTPStatus, req.ContentSubtype, rej.Status, nil)
+	if err := st.WriteTrailers(fields); err == nil {
+		select {
+		case <-st.Done():
+		default:
+			st.Reset(h2frame.ErrCodeNo)
+		}
+	}
+	st.Release()
+}
+
+// SkipMsg receives the next message and drops it: nil when there was one,
+// io.EOF at the end of the request, or the receive error.
+func (s *ServerStream) SkipMsg() error {
+	msg, err := s.recv()
+	if err != nil {
+		return err
+	}
+	msg.Data.Free()
+	return nil
+}

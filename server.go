@@ -1,0 +1,410 @@
+package leangrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/grpcwire"
+	"github.com/leangrpc/leangrpc/internal/h2conn"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// ErrServerStopped is returned by Serve after Stop or GracefulStop.
+var ErrServerStopped = errors.New("leangrpc: the server has been stopped")
+
+// Server is a gRPC server. It implements grpc.ServiceRegistrar.
+type Server struct {
+	opts     serverOptions
+	unaryInt grpc.UnaryServerInterceptor
+	strInt   grpc.StreamServerInterceptor
+	wireCfg  grpcwire.ServerConfig
+	h2cfg    h2conn.Config
+
+	mu       sync.Mutex // guards the fields below
+	services map[string]*serviceInfo
+	serving  bool
+	stopped  bool
+	lis      map[net.Listener]struct{}
+	conns    map[*h2conn.Conn]struct{}
+	connWG   sync.WaitGroup // serving goroutines of accepted connections
+	handlers sync.WaitGroup // RPC handler goroutines
+}
+
+type serviceInfo struct {
+	impl     any
+	methods  map[string]*grpc.MethodDesc
+	streams  map[string]*grpc.StreamDesc
+	metadata any
+}
+
+// NewServer returns a server with no services registered.
+func NewServer(opts ...ServerOption) *Server {
+	s := &Server{services: map[string]*serviceInfo{}, lis: map[net.Listener]struct{}{}, conns: map[*h2conn.Conn]struct{}{}}
+	for _, o := range opts {
+		o.applyServer(&s.opts)
+	}
+	o := &s.opts
+	s.unaryInt = chainUnaryServer(o.unaryInts)
+	s.strInt = chainStreamServer(o.streamInts)
+	pool := bufpool.Default()
+	if o.bufferPool != nil {
+		pool = bufpool.New(o.bufferPool)
+	}
+	s.wireCfg = grpcwire.ServerConfig{Pool: pool, MaxRecv: o.maxRecv, MaxSend: o.maxSend}
+	s.h2cfg = h2conn.Config{
+		MaxConcurrentStreams:    o.maxConcurrentStreams,
+		InitialStreamWindow:     uint32(max(o.initialWindow, 0)),
+		InitialConnWindow:       uint32(max(o.initialConnWindow, 0)),
+		Pool:                    pool,
+		PooledReads:             pooledReads(o.readBufferPooling),
+		PingMinTime:             o.kep.MinTime,
+		PingPermitWithoutStream: o.kep.PermitWithoutStream,
+		MaxConnectionIdle:       o.kp.MaxConnectionIdle,
+		MaxConnectionAge:        o.kp.MaxConnectionAge,
+		MaxConnectionAgeGrace:   o.kp.MaxConnectionAgeGrace,
+		ServerKeepaliveTime:     o.kp.Time,
+		ServerKeepaliveTimeout:  o.kp.Timeout,
+	}
+	if s.h2cfg.ServerKeepaliveTime == 0 {
+		s.h2cfg.ServerKeepaliveTime = 2 * time.Hour // grpc-go's default
+	}
+	if o.connTimeout == 0 {
+		o.connTimeout = 120 * time.Second
+	}
+	return s
+}
+
+// RegisterService registers a service and its implementation; it must be
+// called before Serve. As in grpc-go, an implementation that does not
+// implement desc.HandlerType, a duplicate, or a registration after Serve is
+// a programming error and panics.
+func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	if impl != nil && desc.HandlerType != nil {
+		ht := reflect.TypeOf(desc.HandlerType).Elem()
+		if st := reflect.TypeOf(impl); !st.Implements(ht) {
+			panic(fmt.Sprintf("grpc: Server.RegisterService found the handler of type %v that does not satisfy %v", st, ht))
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.serving {
+		panic(fmt.Sprintf("grpc: Server.RegisterService after Server.Serve for %q", desc.ServiceName))
+	}
+	if _, ok := s.services[desc.ServiceName]; ok {
+		panic(fmt.Sprintf("grpc: Server.RegisterService found duplicate service registration for %q", desc.ServiceName))
+	}
+	info := &serviceInfo{impl: impl, methods: map[string]*grpc.MethodDesc{}, streams: map[string]*grpc.StreamDesc{}, metadata: desc.Metadata}
+	for i := range desc.Methods {
+		info.methods[desc.Methods[i].MethodName] = &desc.Methods[i]
+	}
+	for i := range desc.Streams {
+		info.streams[desc.Streams[i].StreamName] = &desc.Streams[i]
+	}
+	s.services[desc.ServiceName] = info
+}
+
+// GetServiceInfo returns the registered services, as grpc.Server does.
+func (s *Server) GetServiceInfo() map[string]grpc.ServiceInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ret := make(map[string]grpc.ServiceInfo, len(s.services))
+	for name, info := range s.services {
+		methods := make([]grpc.MethodInfo, 0, len(info.methods)+len(info.streams))
+		for m := range info.methods {
+			methods = append(methods, grpc.MethodInfo{Name: m})
+		}
+		for m, d := range info.streams {
+			methods = append(methods, grpc.MethodInfo{Name: m, IsClientStream: d.ClientStreams, IsServerStream: d.ServerStreams})
+		}
+		ret[name] = grpc.ServiceInfo{Methods: methods, Metadata: info.metadata}
+	}
+	return ret
+}
+
+// Serve accepts connections on lis until Stop or GracefulStop, serving each
+// on its own goroutine. It returns nil after a stop, else the Accept error.
+func (s *Server) Serve(lis net.Listener) error {
+	s.mu.Lock()
+	s.serving = true
+	if s.stopped {
+		s.mu.Unlock()
+		lis.Close()
+		return ErrServerStopped
+	}
+	s.lis[lis] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.lis, lis)
+		s.mu.Unlock()
+		lis.Close()
+	}()
+
+	var delay time.Duration
+	for {
+		nc, err := lis.Accept()
+		if err != nil {
+			s.mu.Lock()
+			stopped := s.stopped
+			s.mu.Unlock()
+			if stopped {
+				return nil
+			}
+			var ne interface{ Temporary() bool }
+			if errors.As(err, &ne) && ne.Temporary() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		s.connWG.Add(1)
+		go s.serveConn(nc)
+	}
+}
+
+// serveConn runs the credentials handshake and the HTTP/2 connection on the
+// accept loop's goroutine for nc.
+func (s *Server) serveConn(nc net.Conn) {
+	defer s.connWG.Done()
+	var auth credentials.AuthInfo
+	if s.opts.creds != nil {
+		nc.SetDeadline(time.Now().Add(s.opts.connTimeout))
+		c, a, err := s.opts.creds.ServerHandshake(nc)
+		if err != nil {
+			nc.Close()
+			return
+		}
+		nc.SetDeadline(time.Time{})
+		nc, auth = c, a
+	}
+	sc := &serverConn{srv: s}
+	sc.peer = &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
+	sc.ctx = peer.NewContext(context.Background(), sc.peer)
+	conn := h2conn.NewServerConn(nc, s.h2cfg, sc)
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	s.conns[conn] = struct{}{}
+	s.mu.Unlock()
+	conn.Serve()
+	s.mu.Lock()
+	delete(s.conns, conn)
+	s.mu.Unlock()
+}
+
+// Stop closes every listener and connection at once; RPCs in flight see
+// their context canceled. It returns once the connections' goroutines and
+// the RPC handlers have returned.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	s.stopped = true
+	for l := range s.lis {
+		l.Close()
+	}
+	conns := make([]*h2conn.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	s.connWG.Wait()
+	s.handlers.Wait()
+}
+
+// GracefulStop stops accepting connections and streams, lets in-flight RPCs
+// finish, then returns.
+func (s *Server) GracefulStop() {
+	s.mu.Lock()
+	s.stopped = true
+	for l := range s.lis {
+		l.Close()
+	}
+	conns := make([]*h2conn.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.GracefulShutdown()
+	}
+	s.connWG.Wait()
+	s.handlers.Wait()
+}
+
+// serverConn is the h2conn.Handler of one accepted connection.
+type serverConn struct {
+	srv  *Server
+	peer *peer.Peer
+	ctx  context.Context // carries peer
+}
+
+// HandleStream runs on the connection's reader: it parses the request,
+// prepares the stream (so that a reset from now on cancels its context)
+// and hands it to a handler goroutine.
+func (sc *serverConn) HandleStream(st *h2conn.Stream) {
+	s := sc.srv
+	req, rej := grpcwire.ParseRequest(st.Headers())
+	if rej != nil {
+		go grpcwire.RejectStream(st, &req, rej)
+		return
+	}
+	ss := grpcwire.NewServerStream(sc.ctx, st, req, &s.wireCfg)
+	s.handlers.Add(1)
+	go s.handle(ss)
+}
+
+func (s *Server) handle(ss *grpcwire.ServerStream) {
+	defer s.handlers.Done()
+	method := ss.Req.Method
+	service, name, ok := grpcwire.SplitMethod(method)
+	if !ok {
+		ss.Finish(status.Newf(codes.Unimplemented, "malformed method name: %q", method))
+		return
+	}
+	ctx := metadata.NewIncomingContext(ss.Context(), ss.Req.MD)
+	ts := &transportStream{ss: ss, method: method}
+	ctx = grpc.NewContextWithServerTransportStream(ctx, ts)
+
+	s.mu.Lock()
+	info := s.services[service]
+	s.mu.Unlock()
+	if info != nil {
+		if md, ok := info.methods[name]; ok {
+			s.processUnary(ctx, ss, info, md)
+			return
+		}
+		if sd, ok := info.streams[name]; ok {
+			s.processStream(ctx, ss, info, sd, method)
+			return
+		}
+		ss.Finish(status.Newf(codes.Unimplemented, "unknown method %v for service %v", name, service))
+		return
+	}
+	ss.Finish(status.Newf(codes.Unimplemented, "unknown service %v", service))
+}
+
+// appStatus converts a handler's error as grpc-go does: status errors
+// keep their status, context errors map to their codes, others are
+// Unknown.
+func appStatus(err error) *status.Status {
+	if st, ok := status.FromError(err); ok {
+		return st
+	}
+	return status.FromContextError(err)
+}
+
+func (s *Server) processUnary(ctx context.Context, ss *grpcwire.ServerStream, info *serviceInfo, md *grpc.MethodDesc) {
+	stream := &serverStream{ss: ss, ctx: ctx}
+	dec := func(v any) error { return stream.recvOne(v) }
+	reply, err := md.Handler(info.impl, ctx, dec, s.unaryInt)
+	if err != nil {
+		ss.Finish(appStatus(err))
+		return
+	}
+	if err := ss.SendMsg(reply); err != nil {
+		ss.Finish(appStatus(err))
+		return
+	}
+	ss.Finish(statusOK)
+}
+
+var statusOK = status.New(codes.OK, "")
+
+func (s *Server) processStream(ctx context.Context, ss *grpcwire.ServerStream, info *serviceInfo, sd *grpc.StreamDesc, method string) {
+	stream := &serverStream{ss: ss, ctx: ctx, single: !sd.ClientStreams}
+	var err error
+	if s.strInt != nil {
+		err = s.strInt(info.impl, stream, &grpc.StreamServerInfo{
+			FullMethod: method, IsClientStream: sd.ClientStreams, IsServerStream: sd.ServerStreams,
+		}, sd.Handler)
+	} else {
+		err = sd.Handler(info.impl, stream)
+	}
+	if err != nil {
+		ss.Finish(appStatus(err))
+		return
+	}
+	ss.Finish(statusOK)
+}
+
+// serverStream implements grpc.ServerStream over grpcwire.ServerStream.
+type serverStream struct {
+	ss     *grpcwire.ServerStream
+	ctx    context.Context
+	single bool // the client sends exactly one message (not client-streaming)
+	got    bool // single: the message was received
+}
+
+func (s *serverStream) SetHeader(md metadata.MD) error  { return s.ss.SetHeader(md) }
+func (s *serverStream) SendHeader(md metadata.MD) error { return s.ss.SendHeader(md) }
+func (s *serverStream) SetTrailer(md metadata.MD)       { s.ss.SetTrailer(md) }
+func (s *serverStream) Context() context.Context        { return s.ctx }
+func (s *serverStream) SendMsg(m any) error             { return s.ss.SendMsg(m) }
+
+func (s *serverStream) RecvMsg(m any) error {
+	if s.single {
+		if s.got {
+			return io.EOF
+		}
+		return s.recvOne(m)
+	}
+	return s.ss.RecvMsg(m)
+}
+
+// recvOne receives the one request message of an RPC that is not
+// client-streaming and checks, as grpc-go does, that the client sends no
+// second one.
+func (s *serverStream) recvOne(m any) error {
+	s.got = true
+	if err := s.ss.RecvMsg(m); err != nil {
+		if err == io.EOF {
+			return status.Error(codes.Internal, "cardinality violation: received no request message from non-client-streaming RPC")
+		}
+		return err
+	}
+	switch err := s.ss.SkipMsg(); err {
+	case io.EOF:
+		return nil
+	case nil:
+		return status.Error(codes.Internal, "cardinality violation: received multiple request messages for non-client-streaming RPC")
+	default:
+		return err
+	}
+}
+
+// transportStream implements grpc.ServerTransportStream for
+// grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer and grpc.Method.
+type transportStream struct {
+	ss     *grpcwire.ServerStream
+	method string
+}
+
+func (t *transportStream) Method() string                  { return t.method }
+func (t *transportStream) SetHeader(md metadata.MD) error  { return t.ss.SetHeader(md) }
+func (t *transportStream) SendHeader(md metadata.MD) error { return t.ss.SendHeader(md) }
+func (t *transportStream) SetTrailer(md metadata.MD) error { return t.ss.SetTrailer(md) }
+
+var (
+	_ grpc.ServiceRegistrar      = (*Server)(nil)
+	_ grpc.ServerStream          = (*serverStream)(nil)
+	_ grpc.ServerTransportStream = (*transportStream)(nil)
+)
