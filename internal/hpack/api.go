@@ -1,5 +1,16 @@
 // Package hpack implements HPACK, the header compression of RFC 7541, for
 // leangrpc's HTTP/2 frame layer. It uses the standard library only.
+//
+// Files: static.go (Appendix A and its lookup), table.go (the dynamic table
+// as a ring buffer), huffman.go (Appendix B: code lengths, a 4-bit-step
+// decoding automaton), intern.go (the gRPC vocabulary), decode.go, encode.go.
+//
+// Allocation model. Decoding a field found in a table allocates nothing: the
+// emitted strings are the static table's or the dynamic table's own. A
+// literal equal to a vocabulary word (content-type, application/grpc,
+// grpc-status values...) is interned; any other literal costs one
+// allocation for its name and value together. Encoding allocates nothing in
+// steady state. Constant blocks can be encoded once with EncodeStaticBlock.
 package hpack
 
 import "errors"

@@ -60,7 +60,9 @@ func (e *Encoder) BeginBlock(dst []byte) []byte {
 }
 
 // AppendField appends the encoding of f to dst and returns the extended
-// slice. Sensitive fields are never indexed.
+// slice. Sensitive fields are never indexed. An indexed field's strings are
+// kept in the dynamic table, so they must be immutable (never an unsafe view
+// of a reused buffer).
 //
 // A field found whole in the static or dynamic table is sent as an index.
 // Otherwise it is sent as a literal (its name indexed when possible) and
