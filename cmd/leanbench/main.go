@@ -278,7 +278,13 @@ func (r *runner) execute(plan []config, stacks []stack) []Result {
 					res = r.runIdle(st, c, round)
 				} else {
 					runtime.GC()
+					g0 := runtime.NumGoroutine()
 					res = r.runThroughput(st, c, round)
+					// Let the run's goroutines end before the next run
+					// starts counting, and say when they do not.
+					if left := waitGoroutines(g0, 2*time.Second); left > 0 {
+						r.progressf("    warning: %d more goroutines than before the run, 2s after it ended", left)
+					}
 				}
 				left -= est
 				if res.Error != "" {
@@ -310,6 +316,19 @@ func progressSummary(res Result) string {
 			compact(res.Server.RSSBytesPerConn), res.Server.GoroutinesPerConn, compact(res.Client.RSSBytesPerConn), res.Client.GoroutinesPerConn)
 	}
 	return ""
+}
+
+// waitGoroutines waits up to d for the number of goroutines to fall to n
+// and returns how many more there are.
+func waitGoroutines(n int, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		left := runtime.NumGoroutine() - n
+		if left <= 0 || time.Now().After(deadline) {
+			return max(left, 0)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // profileBase is the suffix that profile files of one run get.
