@@ -119,10 +119,11 @@ func xnetHeaderWire(t testing.TB, fields []hpack.HeaderField, big []hpack.Header
 	must(fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: block(fields), EndHeaders: true, EndStream: true,
 		PadLength: 17, Priority: http2.PriorityParam{StreamDep: 1, Exclusive: true, Weight: 7}}))
 	b := block(big)
-	must(fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 5, BlockFragment: b[:1000], PadLength: 3}))
-	must(fr.WriteContinuation(5, false, b[1000:1000]))
-	must(fr.WriteContinuation(5, false, b[1000:16000]))
-	must(fr.WriteContinuation(5, true, b[16000:]))
+	third := len(b) / 3
+	must(fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 5, BlockFragment: b[:third], PadLength: 3}))
+	must(fr.WriteContinuation(5, false, b[third:third]))
+	must(fr.WriteContinuation(5, false, b[third:2*third]))
+	must(fr.WriteContinuation(5, true, b[2*third:]))
 	must(fr.WritePushPromise(http2.PushPromiseParam{StreamID: 7, PromiseID: 8, BlockFragment: block(fields[:2]), EndHeaders: true}))
 	must(fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 9, BlockFragment: block(fields), EndHeaders: true}))
 	return buf.Bytes()

@@ -41,6 +41,11 @@ const (
 	// costs well under the one read system call it saves.
 	smallDataMax = 4 << 10
 
+	// minReadBufferSize is the smallest read buffer: it must hold the
+	// 24-byte preface and the largest fixed-size control frame with its
+	// header (GOAWAY without debug data and PRIORITY are smaller).
+	minReadBufferSize = 64
+
 	// minWriteBufferSize is the size of the pooled write buffer taken at the
 	// first Write after a Flush: room for a max-size default frame and the
 	// control frames that typically accompany it.

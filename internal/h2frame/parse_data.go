@@ -25,7 +25,7 @@ func (r *Reader) readData(h FrameHeader) (Frame, error) {
 	f.Data = nil
 
 	avail := r.w - r.r
-	if avail < n && n <= smallDataMax {
+	if avail < n && n <= min(smallDataMax, r.rbSize) {
 		if err := r.fill(n); err != nil {
 			return nil, unexpected(err)
 		}

@@ -99,11 +99,12 @@ func NewReader(src io.Reader, cfg ReaderConfig) *Reader {
 	if r.pool == nil {
 		r.pool = bufpool.Default()
 	}
-	if r.rbSize < HeaderLen+8 {
-		// Room for a frame header and the fixed part of any control frame
-		// that is not read through the large-frame path.
+	if r.rbSize == 0 {
 		r.rbSize = defaultReadBufferSize
 	}
+	// Room for the preface and any fixed-size control frame; larger
+	// payloads go through tmp.
+	r.rbSize = max(r.rbSize, minReadBufferSize)
 	if rs, ok := src.(ReadySource); ok && !cfg.NoPooledReads {
 		r.ready = rs
 	}

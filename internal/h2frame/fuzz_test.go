@@ -1,0 +1,149 @@
+package h2frame
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+)
+
+// fuzzSeeds are valid encodings of every frame type, alone and in
+// sequences, that seed FuzzFrame.
+func fuzzSeeds(t testing.TB) [][]byte {
+	seeds := [][]byte{
+		frameBytes(TypeData, 0, 1, []byte("hello")),
+		frameBytes(TypeData, FlagPadded|FlagEndStream, 1, []byte{3, 'a', 'b', 0, 0, 0}),
+		frameBytes(TypeData, 0, 1, make([]byte, 5000)),
+		frameBytes(TypeHeaders, FlagEndHeaders|FlagPriority|FlagPadded, 3, cat([]byte{2}, u32(1), []byte{9}, encodeBlock(":path", "/x", "te", "trailers"), []byte{0, 0})),
+		cat(frameBytes(TypeHeaders, 0, 1, encodeBlock(":method", "POST")), frameBytes(TypeContinuation, FlagEndHeaders, 1, encodeBlock("x", "y"))),
+		frameBytes(TypePriority, 0, 3, cat(u32(1), []byte{16})),
+		frameBytes(TypeRSTStream, 0, 1, u32(8)),
+		frameBytes(TypeSettings, 0, 0, cat(settingBytes(SettingMaxFrameSize, 1<<14), settingBytes(SettingInitialWindowSize, 1<<20), settingBytes(0x99, 1))),
+		frameBytes(TypeSettings, FlagAck, 0, nil),
+		frameBytes(TypePushPromise, FlagEndHeaders, 1, cat(u32(2), encodeBlock(":path", "/"))),
+		pingWire,
+		frameBytes(TypeGoAway, 0, 0, cat(u32(5), u32(2), []byte("debug"))),
+		frameBytes(TypeWindowUpdate, 0, 0, u32(1000)),
+		frameBytes(TypeWindowUpdate, 0, 1, u32(1)),
+		frameBytes(0x33, 0, 0, []byte("unknown")),
+		[]byte(clientPreface),
+	}
+	if hpackReady() {
+		seeds = append(seeds, xnetHeaderWire(t, grpcRequest, bigFields(3)))
+	}
+	seeds = append(seeds, xnetFrames(t))
+	return seeds
+}
+
+// TestWriteFuzzCorpus regenerates testdata/fuzz/FuzzFrame from fuzzSeeds
+// when H2FRAME_WRITE_CORPUS is set.
+func TestWriteFuzzCorpus(t *testing.T) {
+	if os.Getenv("H2FRAME_WRITE_CORPUS") == "" {
+		t.Skip("set H2FRAME_WRITE_CORPUS=1 to regenerate the seed corpus")
+	}
+	dir := filepath.Join("testdata", "fuzz", "FuzzFrame")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range fuzzSeeds(t) {
+		body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed_%02d", i)), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// FuzzFrame feeds arbitrary bytes to a Reader with small limits. The first
+// byte picks the source: chunk size and pooled or not. It checks that the
+// Reader never panics, returns only protocol or I/O errors, hands out DATA
+// buffers no longer than the frame, keeps header lists within the limit,
+// and leaves the pool balanced.
+func FuzzFrame(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		f.Add(append([]byte{0}, s...))
+		f.Add(append([]byte{0x83}, s...))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) == 0 {
+			return
+		}
+		mode, wire := in[0], in[1:]
+		pool := bufpool.New(nil)
+		c := chopReader{data: wire, max: 1 + int(mode&0x3f)*97}
+		var src io.Reader = &c
+		pooled := mode&0x80 != 0
+		if pooled {
+			src = &fakeReady{chopReader: c}
+		}
+		const maxList = 2048
+		r := NewReader(src, ReaderConfig{Pool: pool, MaxHeaderListSize: maxList, ReadBufferSize: 64 + int(mode&0x40)*100})
+		if mode&0x40 != 0 {
+			r.ReadPreface()
+		}
+		for range 1000 {
+			fr, err := r.ReadFrame()
+			if err != nil {
+				var ce ConnError
+				var se StreamError
+				switch {
+				case errors.As(err, &se):
+					if se.StreamID == 0 || se.Reason == "" {
+						t.Fatalf("bad stream error %#v", se)
+					}
+					continue
+				case errors.As(err, &ce):
+					if ce.Reason == "" {
+						t.Fatalf("connection error without reason %#v", ce)
+					}
+				case err == io.EOF, err == io.ErrUnexpectedEOF:
+				default:
+					t.Fatalf("unexpected error type %T: %v", err, err)
+				}
+				break
+			}
+			switch fr := fr.(type) {
+			case *DataFrame:
+				if fr.Data != nil {
+					if fr.Data.Len() == 0 || uint32(fr.Data.Len()) > fr.FlowLen {
+						t.Fatalf("DATA buffer %d bytes for a %d-byte frame", fr.Data.Len(), fr.FlowLen)
+					}
+					fr.Data.Free()
+				}
+			case *HeadersFrame:
+				var size uint32
+				for _, h := range fr.Fields {
+					size += h.Size()
+				}
+				if size > maxList {
+					t.Fatalf("header list of %d bytes past the %d limit", size, maxList)
+				}
+				if !fr.Flags.Has(FlagEndHeaders) {
+					t.Fatal("HEADERS returned without END_HEADERS")
+				}
+			case *SettingsFrame:
+				for _, s := range fr.Settings {
+					if s.Valid() != nil {
+						t.Fatalf("invalid setting returned: %+v", s)
+					}
+				}
+			case *WindowUpdateFrame:
+				if fr.Increment == 0 {
+					t.Fatal("zero WINDOW_UPDATE returned")
+				}
+			}
+			if pooled && r.Buffered() == 0 && r.HoldsReadBuffer() {
+				t.Fatal("pooled reader idle with a read buffer")
+			}
+		}
+		r.Close()
+		if n := pool.Outstanding(); n != 0 {
+			t.Fatalf("pool outstanding %d after Close", n)
+		}
+		_ = bytes.MinRead
+	})
+}
