@@ -91,6 +91,43 @@ func BenchmarkHPACK(b *testing.B) {
 			}
 		})
 	}
+	// Worst case for the linear table scan: a full table of small entries
+	// and fields that match none of them, name or value.
+	full := make([]HeaderField, 120)
+	for i := range full {
+		full[i] = hf("x-k"+string(rune('a'+i%26))+string(rune('a'+i/26)), "v")
+	}
+	miss := []HeaderField{hf("x-miss", "1"), hf("x-other", "5S")}
+	b.Run("Encode/full-table-miss/leangrpc", func(b *testing.B) {
+		b.ReportAllocs()
+		e := NewEncoder()
+		for _, f := range full {
+			e.AppendField(nil, f)
+		}
+		buf := make([]byte, 0, 512)
+		for b.Loop() {
+			buf = buf[:0]
+			for _, f := range miss {
+				// Sensitive: scanned for a name, never added.
+				f.Sensitive = true
+				buf = e.AppendField(buf, f)
+			}
+		}
+	})
+	b.Run("Encode/full-table-miss/xnet", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf bytes.Buffer
+		e := xhpack.NewEncoder(&buf)
+		for _, f := range toX(full) {
+			e.WriteField(f)
+		}
+		for b.Loop() {
+			buf.Reset()
+			for _, f := range miss {
+				e.WriteField(xhpack.HeaderField{Name: f.Name, Value: f.Value, Sensitive: true})
+			}
+		}
+	})
 	b.Run("Decode/literals-new/leangrpc", func(b *testing.B) {
 		b.ReportAllocs()
 		// Fields never seen before, Huffman-coded, without indexing.

@@ -19,6 +19,7 @@ type Encoder struct {
 func NewEncoder() *Encoder {
 	e := &Encoder{maxCap: defaultTableSize}
 	e.table.maxSize = defaultTableSize
+	e.table.hashed = true
 	return e
 }
 

@@ -386,3 +386,65 @@ func TestLargeStringScratchNotKept(t *testing.T) {
 		t.Fatalf("kept scratch %d / join %d bytes after a large header", cap(d.scratch), cap(d.join))
 	}
 }
+
+func TestStaticBlockSensitiveAndLiteral(t *testing.T) {
+	in := []HeaderField{
+		{Name: "authorization", Value: "Bearer x", Sensitive: true},
+		{Name: ":status", Value: "200", Sensitive: true}, // never indexed, even static
+		hf("grpc-status", "0"),
+		hf(":status", "418"),
+	}
+	blk := EncodeStaticBlock(in...)
+	if blk[0]&0xf0 != 0x10 {
+		t.Fatalf("sensitive field encoded as %x", blk[0])
+	}
+	got, err := decodeAll(NewDecoder(4096), blk, 0)
+	if err != nil || !fieldsEqual(got, in) {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+}
+
+func TestTableSearchHashed(t *testing.T) {
+	e := NewEncoder()
+	d := NewDecoder(4096)
+	var fields []HeaderField
+	for i := 0; i < 100; i++ {
+		fields = append(fields, hf("x-n"+string(rune('a'+i%7)), "v"+string(rune('a'+i%26))+string(rune('a'+i/26))))
+	}
+	blk := e.BeginBlock(nil)
+	for _, f := range fields {
+		blk = e.AppendField(blk, f)
+	}
+	if e.table.len() <= linearMax {
+		t.Fatalf("table has %d entries, want more than %d", e.table.len(), linearMax)
+	}
+	if _, err := decodeAll(d, blk, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range fields {
+		idx, exact := e.table.search(f.Name, f.Value)
+		if !exact || idx != len(fields)-i {
+			t.Fatalf("%+v: index %d exact %v, want %d", f, idx, exact, len(fields)-i)
+		}
+	}
+	// Name only: the newest entry with that name.
+	if idx, exact := e.table.search("x-nb", "zz"); exact || *e.table.at(idx) != fields[99] { // 99%7 == 1: "x-nb"
+		t.Fatalf("name match: index %d exact %v", idx, exact)
+	}
+	if idx, _ := e.table.search("x-none", "v"); idx != 0 {
+		t.Fatalf("miss returned %d", idx)
+	}
+	// Encoded second time: all indexed, and the peer agrees.
+	blk = e.BeginBlock(nil)
+	for _, f := range fields {
+		blk = e.AppendField(blk, f)
+	}
+	// All indexed: indices 62..126 take one byte, 127..161 two.
+	if len(blk) != 65+2*35 {
+		t.Fatalf("second block is %d bytes, want 135", len(blk))
+	}
+	got, err := decodeAll(d, blk, 0)
+	if err != nil || !fieldsEqual(got, fields) {
+		t.Fatalf("decode: %v", err)
+	}
+}

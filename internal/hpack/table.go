@@ -12,6 +12,12 @@ type dynTable struct {
 	n       int           // number of entries
 	size    uint32        // sum of entry sizes (§4.1)
 	maxSize uint32        // current maximum size (§4.2)
+
+	// nameHash parallels ring with a hash of each entry's name when hashed
+	// is set (the encoder's table), so that search can skip entries by
+	// comparing four bytes instead of loading the strings.
+	hashed   bool
+	nameHash []uint32
 }
 
 // len returns the number of entries.
@@ -54,7 +60,11 @@ func (t *dynTable) add(f HeaderField) {
 		t.grow()
 	}
 	f.Sensitive = false
-	t.ring[(t.start+t.n)&(len(t.ring)-1)] = f
+	pos := (t.start + t.n) & (len(t.ring) - 1)
+	t.ring[pos] = f
+	if t.hashed {
+		t.nameHash[pos] = hashName(f.Name)
+	}
 	t.n++
 	t.size += sz
 }
@@ -66,21 +76,64 @@ func (t *dynTable) grow() {
 		nc = 16
 	}
 	r := make([]HeaderField, nc)
+	var h []uint32
+	if t.hashed {
+		h = make([]uint32, nc)
+	}
 	mask := len(t.ring) - 1
 	for i := 0; i < t.n; i++ {
 		r[i] = t.ring[(t.start+i)&mask]
+		if t.hashed {
+			h[i] = t.nameHash[(t.start+i)&mask]
+		}
 	}
-	t.ring = r
+	t.ring, t.nameHash = r, h
 	t.start = 0
 }
+
+// hashName is FNV-1a over s: names are short and the hash needs no state.
+func hashName(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// linearMax is the table length up to which search compares strings
+// directly: hashing the name costs more than scanning a few entries.
+// BenchmarkHPACK/Encode/full-table-miss measures the other end.
+const linearMax = 16
 
 // search returns the dynamic index of the newest exact match (exact true),
 // or of the newest entry with the same name (exact false), or 0. A linear
 // scan: with the 4096-byte default the table holds few entries for gRPC
-// traffic, and comparing strings by length first makes a miss cheap.
+// traffic, and comparing strings by length first makes a miss cheap. Past
+// linearMax entries a hashed table scans the name hashes instead (a 4096-byte
+// table holds at most 128 entries, so no index structure is needed).
 func (t *dynTable) search(name, value string) (idx int, exact bool) {
 	mask := len(t.ring) - 1
 	pos := t.start + t.n - 1
+	if t.hashed && t.n > linearMax {
+		h := hashName(name)
+		for i := 1; i <= t.n; i++ {
+			p := (pos - i + 1) & mask
+			if t.nameHash[p] != h {
+				continue
+			}
+			e := &t.ring[p]
+			if e.Name == name {
+				if e.Value == value {
+					return i, true
+				}
+				if idx == 0 {
+					idx = i
+				}
+			}
+		}
+		return idx, false
+	}
 	for i := 1; i <= t.n; i++ {
 		e := &t.ring[(pos-i+1)&mask]
 		if e.Name == name {
