@@ -4,12 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -20,29 +18,23 @@ import (
 )
 
 // The idle workload opens N connections, makes one RPC on each and then
-// leaves them idle. The server runs in a child process (leanbench
-// re-executes itself with the hidden subcommand idle-server) so that each
-// side's memory can be measured on its own. The parent is the client.
+// leaves them idle. Server and client are separate child processes
+// (idle-server and idle-client), so that each side's memory is measured
+// on its own, against the same process before any connection.
 //
-// Protocol between parent and child, one JSON object per line on the
-// child's stdout:
-//   child:  {"addr": "127.0.0.1:port"}   baseline taken, serving
-//   parent: "measure\n" on the child's stdin, once all RPCs are done
-//   child:  {"side": {...}}               after settling and GC
-//   parent: closes stdin; the child stops its server and exits.
-// On failure the child writes {"error": "..."} and exits.
+// The conversation, one JSON line per message from each child:
+//
+//	server: {"addr": "127.0.0.1:port"}  baseline taken, serving
+//	client: {"ready": true}              baseline taken, N connections made one RPC each
+//	parent: "measure" to both
+//	both:   {"side": {...}}              after -settle, GC and FreeOSMemory
+//	parent: closes both stdins; the client closes its connections and exits, then the server.
 
 const (
 	idleServerCmd = "idle-server"
-	childEnv      = "LEANBENCH_CHILD" // set in the child's environment
-	idleDialers   = 16                // connections opened in parallel
+	idleClientCmd = "idle-client"
+	idleDialers   = 16 // connections opened in parallel
 )
-
-type childMsg struct {
-	Addr  string    `json:"addr,omitempty"`
-	Side  *IdleSide `json:"side,omitempty"`
-	Error string    `json:"error,omitempty"`
-}
 
 // memFigures is one process's memory at one moment, after GC.
 type memFigures struct {
@@ -104,98 +96,156 @@ func (r *runner) runIdle(st stack, cfg config, round int) Result {
 
 func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err error) {
 	checkFileLimit(r.stderr, n)
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, nil, fmt.Errorf("finding own executable: %w", err)
-	}
-	// Bound the whole workload: dialing, settling twice, and teardown.
+	// Bound the whole workload: dialing, settling, and teardown.
 	limit := 4*r.opts.timeout + time.Duration(n)*5*time.Millisecond + 2*r.opts.settle
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
+	common := []string{"-connections", strconv.Itoa(n), "-settle", r.opts.settle.String(), "-timeout", r.opts.timeout.String()}
 
-	cmd := exec.CommandContext(ctx, exe, idleServerCmd, "-stack", st.server.name, "-settle", r.opts.settle.String(), "-connections", strconv.Itoa(n))
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	cmd.Stderr = r.stderr
-	stdin, err := cmd.StdinPipe()
+	srv, err := startChild(ctx, st.server.name+" idle server", append([]string{idleServerCmd, "-stack", st.server.name}, common...)...)
 	if err != nil {
 		return nil, nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	defer srv.finish()
+	hello, err := srv.read()
+	if err != nil {
+		printHead(r.stderr, srv.stderr.String(), 20)
+		return nil, nil, err
+	}
+	cli, err := startChild(ctx, st.client.name+" idle client", append([]string{idleClientCmd, "-stack", st.client.name, "-addr", hello.Addr}, common...)...)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, nil, fmt.Errorf("starting server child: %w", err)
-	}
-	defer func() {
-		stdin.Close()
-		waited := within(10*time.Second, func() { cmd.Wait() })
-		if !waited {
-			cmd.Process.Kill()
-			r.progressf("warning: idle server child did not exit; killed")
-		}
-	}()
-	lines := bufio.NewScanner(stdout)
-	lines.Buffer(make([]byte, 64<<10), 1<<20)
-	readMsg := func() (childMsg, error) {
-		var m childMsg
-		if !lines.Scan() {
-			if err := lines.Err(); err != nil {
-				return m, fmt.Errorf("server child: %w", err)
-			}
-			if ctx.Err() != nil {
-				return m, fmt.Errorf("server child: timed out after %v", limit)
-			}
-			return m, errors.New("server child exited early")
-		}
-		if err := json.Unmarshal(lines.Bytes(), &m); err != nil {
-			return m, fmt.Errorf("server child said %q: %w", lines.Text(), err)
-		}
-		if m.Error != "" {
-			return m, errors.New(m.Error)
-		}
-		return m, nil
-	}
-	hello, err := readMsg()
-	if err != nil {
+	defer cli.finish() // before the server's: the client closes first
+	// fail reports err with the first lines of a crashed child's stderr.
+	fail := func(c *child, err error) (*IdleSide, *IdleSide, error) {
+		printHead(r.stderr, c.stderr.String(), 20)
 		return nil, nil, err
 	}
+	if _, err := cli.read(); err != nil {
+		return fail(cli, err)
+	}
+	if err := srv.send("measure"); err != nil {
+		return fail(srv, err)
+	}
+	if err := cli.send("measure"); err != nil {
+		return fail(cli, err)
+	}
+	sm, err := srv.read()
+	if err != nil {
+		return fail(srv, err)
+	}
+	cm, err := cli.read()
+	if err != nil {
+		return fail(cli, err)
+	}
+	if sm.Side == nil || cm.Side == nil {
+		return nil, nil, fmt.Errorf("idle children answered without figures")
+	}
+	return sm.Side, cm.Side, nil
+}
 
+// idleChildFlags are the flags both idle children take.
+type idleChildFlags struct {
+	stack   string
+	addr    string
+	conns   int
+	settle  time.Duration
+	timeout time.Duration
+}
+
+func parseIdleChild(name string, args []string, stderr io.Writer) (*idleChildFlags, *impl, error) {
+	var f idleChildFlags
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.stack, "stack", stackGrpc, "implementation: leangrpc or grpc-go")
+	fs.StringVar(&f.addr, "addr", "", "server address (idle-client)")
+	fs.IntVar(&f.conns, "connections", 1, "number of connections")
+	fs.DurationVar(&f.settle, "settle", time.Second, "time to let connections go idle before measuring")
+	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "bound on each connection's RPC")
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	im, ok := impls[f.stack]
+	if !ok {
+		return nil, nil, fmt.Errorf("unknown implementation %q", f.stack)
+	}
+	if f.conns < 1 {
+		return nil, nil, fmt.Errorf("-connections %d", f.conns)
+	}
+	return &f, im, nil
+}
+
+// serveCommands answers "measure" lines on stdin with the figures against
+// base, until stdin closes.
+func serveCommands(stdin io.Reader, enc *json.Encoder, base memFigures, f *idleChildFlags) {
+	in := bufio.NewScanner(stdin)
+	for in.Scan() {
+		if in.Text() == "measure" {
+			enc.Encode(childMsg{Side: perConn(base, measureMem(f.settle), f.conns)})
+		}
+	}
+}
+
+// runIdleServer is the server child of the idle workload.
+func runIdleServer(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	enc := json.NewEncoder(stdout)
+	f, im, err := parseIdleChild(idleServerCmd, args, stderr)
+	if err != nil {
+		enc.Encode(childMsg{Error: err.Error()})
+		return 2
+	}
+	raiseFileLimit()
+	// Exit on our own if the parent disappears without closing stdin.
+	time.AfterFunc(10*time.Minute, func() { os.Exit(3) })
+	srv, err := startServer(im)
+	if err != nil {
+		enc.Encode(childMsg{Error: err.Error()})
+		return 0
+	}
 	base := measureMem(100 * time.Millisecond)
-	closers, err := dialIdle(ctx, st, hello.Addr, n, r.opts.timeout)
+	enc.Encode(childMsg{Addr: srv.addr})
+	serveCommands(stdin, enc, base, f)
+	if err := srv.stop(); err != nil {
+		fmt.Fprintf(stderr, "warning: %v\n", err)
+	}
+	return 0
+}
+
+// runIdleClient is the client child of the idle workload.
+func runIdleClient(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	enc := json.NewEncoder(stdout)
+	f, im, err := parseIdleChild(idleClientCmd, args, stderr)
+	if err != nil {
+		enc.Encode(childMsg{Error: err.Error()})
+		return 2
+	}
+	raiseFileLimit()
+	time.AfterFunc(10*time.Minute, func() { os.Exit(3) })
+	base := measureMem(100 * time.Millisecond)
+	closers, err := dialIdle(context.Background(), im, f.addr, f.conns, f.timeout)
 	defer func() {
-		ok := within(15*time.Second, func() {
+		if !within(15*time.Second, func() {
 			for _, c := range closers {
 				c()
 			}
-		})
-		if !ok {
-			r.progressf("warning: %s client: closing idle connections did not finish within 15s", st.client.name)
+		}) {
+			fmt.Fprintf(stderr, "warning: %s client: closing idle connections did not finish within 15s\n", im.name)
 		}
 	}()
 	if err != nil {
-		return nil, nil, err
+		enc.Encode(childMsg{Error: err.Error()})
+		return 0
 	}
-
-	if _, err := io.WriteString(stdin, "measure\n"); err != nil {
-		return nil, nil, fmt.Errorf("server child: %w", err)
-	}
-	now := measureMem(r.opts.settle)
-	cliSide = perConn(base, now, n)
-	m, err := readMsg()
-	if err != nil {
-		return nil, nil, err
-	}
-	if m.Side == nil {
-		return nil, nil, fmt.Errorf("server child: no figures in %q", lines.Text())
-	}
-	return m.Side, cliSide, nil
+	enc.Encode(childMsg{Ready: true})
+	serveCommands(stdin, enc, base, f)
+	return 0
 }
 
-// dialIdle opens n connections to addr and makes one unary RPC on each. It
-// returns the close functions of the connections it opened, also on error.
-// Each RPC is bounded by rpcTimeout.
-func dialIdle(ctx context.Context, st stack, addr string, n int, rpcTimeout time.Duration) ([]func() error, error) {
+// dialIdle opens n connections to addr and makes one unary RPC on each,
+// each bounded by rpcTimeout. It returns the close functions of the
+// connections it opened, also on error.
+func dialIdle(ctx context.Context, im *impl, addr string, n int, rpcTimeout time.Duration) ([]func() error, error) {
 	closers := make([]func() error, n)
 	var firstErr errBox
 	var wg sync.WaitGroup
@@ -212,10 +262,10 @@ func dialIdle(ctx context.Context, st stack, addr string, n int, rpcTimeout time
 				err := func() (err error) {
 					defer func() {
 						if p := recover(); p != nil {
-							err = fmt.Errorf("%s client panicked: %v", st.client.name, p)
+							err = fmt.Errorf("%s client panicked: %v", im.name, p)
 						}
 					}()
-					cc, closeFn, err := dialSafe(st.client, addr)
+					cc, closeFn, err := dialSafe(im, addr)
 					if err != nil {
 						return err
 					}
@@ -245,46 +295,4 @@ func dialIdle(ctx context.Context, st stack, addr string, n int, rpcTimeout time
 		}
 	}
 	return out, firstErr.get()
-}
-
-// runIdleServer is the child side of the idle workload.
-func runIdleServer(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet(idleServerCmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	stackName := fs.String("stack", stackGrpc, "server implementation: leangrpc or grpc-go")
-	settle := fs.Duration("settle", time.Second, "time to let connections go idle before measuring")
-	conns := fs.Int("connections", 1, "number of connections the parent opens")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if *conns < 1 {
-		*conns = 1
-	}
-	enc := json.NewEncoder(stdout)
-	say := func(m childMsg) { enc.Encode(m) }
-	im, ok := impls[*stackName]
-	if !ok {
-		say(childMsg{Error: fmt.Sprintf("unknown server implementation %q", *stackName)})
-		return 2
-	}
-	raiseFileLimit()
-	// Exit on our own if the parent disappears without closing stdin.
-	time.AfterFunc(10*time.Minute, func() { os.Exit(3) })
-
-	srv, err := startServer(im)
-	if err != nil {
-		say(childMsg{Error: err.Error()})
-		return 0
-	}
-	base := measureMem(100 * time.Millisecond)
-	say(childMsg{Addr: srv.addr})
-	in := bufio.NewScanner(stdin)
-	for in.Scan() {
-		if in.Text() != "measure" {
-			continue
-		}
-		say(childMsg{Side: perConn(base, measureMem(*settle), *conns)})
-	}
-	srv.stop()
-	return 0
 }

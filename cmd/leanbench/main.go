@@ -65,8 +65,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "compare":
 			return runCompare(args[1:], stdout, stderr)
+		case runOneCmd:
+			return runOne(args[1:], stdout, stderr)
 		case idleServerCmd:
 			return runIdleServer(args[1:], os.Stdin, stdout, stderr)
+		case idleClientCmd:
+			return runIdleClient(args[1:], os.Stdin, stdout, stderr)
 		}
 	}
 
@@ -127,9 +131,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	} else {
 		plan = quickSuite()
 		fmt.Fprintln(stderr, "leanbench: no workload flags, running the quick suite")
-	}
-	if o.memProfileRate > 0 && o.memprofile != "" {
-		runtime.MemProfileRate = o.memProfileRate
 	}
 
 	r := &runner{opts: o, stdout: stdout, stderr: stderr, started: time.Now()}
@@ -277,14 +278,7 @@ func (r *runner) execute(plan []config, stacks []stack) []Result {
 				if c.workload == workloadIdle {
 					res = r.runIdle(st, c, round)
 				} else {
-					runtime.GC()
-					g0 := runtime.NumGoroutine()
 					res = r.runThroughput(st, c, round)
-					// Let the run's goroutines end before the next run
-					// starts counting, and say when they do not.
-					if left := waitGoroutines(g0, 2*time.Second); left > 0 {
-						r.progressf("    warning: %d more goroutines than before the run, 2s after it ended", left)
-					}
 				}
 				left -= est
 				if res.Error != "" {

@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -132,7 +136,10 @@ func (b *errBox) get() error {
 	return b.err
 }
 
-// runThroughput runs a unary or streaming workload once for one stack.
+const runOneCmd = "run-one"
+
+// runThroughput runs a unary or streaming workload once for one stack, in
+// a child process (see child.go).
 func (r *runner) runThroughput(st stack, cfg config, round int) Result {
 	res := Result{
 		Stack:       st.name,
@@ -141,16 +148,118 @@ func (r *runner) runThroughput(st stack, cfg config, round int) Result {
 		Connections: cfg.connections,
 		Round:       round,
 	}
-	fig, err := r.measureThroughput(st, cfg, round)
+	args := []string{runOneCmd,
+		"-stack", st.name, "-workload", cfg.workload,
+		"-reqSize", strconv.Itoa(cfg.reqSize), "-respSize", strconv.Itoa(cfg.respSize),
+		"-concurrency", strconv.Itoa(cfg.concurrency), "-connections", strconv.Itoa(cfg.connections),
+		"-round", strconv.Itoa(round),
+		"-benchtime", r.opts.benchtime.String(), "-warmup", r.opts.warmup.String(), "-timeout", r.opts.timeout.String(),
+	}
+	base := r.profileBase(st, cfg, round)
+	if r.opts.cpuprofile != "" {
+		args = append(args, "-cpuprofile", withSuffix(r.opts.cpuprofile, base))
+	}
+	if r.opts.memprofile != "" {
+		args = append(args, "-memprofile", withSuffix(r.opts.memprofile, base), "-memprofilerate", strconv.Itoa(r.opts.memProfileRate))
+	}
+	limit := r.opts.warmup + r.opts.benchtime + 3*r.opts.timeout + 15*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	c, err := startChild(ctx, st.name+" run", args...)
 	if err != nil {
 		res.Error = err.Error()
 		return res
 	}
-	res.Figures = fig
+	defer c.finish()
+	m, err := c.read()
+	switch {
+	case err != nil:
+		res.Error = err.Error()
+		printHead(r.stderr, c.stderr.String(), 20)
+	case m.Result == nil:
+		res.Error = "run-one child answered without a result"
+	default:
+		res = *m.Result
+		c.finish()
+		c.forwardStderr(r.stderr)
+	}
 	return res
 }
 
-func (r *runner) measureThroughput(st stack, cfg config, round int) (*Figures, error) {
+// printHead writes the first n lines of s, indented.
+func printHead(w io.Writer, s string, n int) {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) == 1 && lines[0] == "" {
+		return
+	}
+	if len(lines) > n {
+		lines = append(lines[:n], "...")
+	}
+	for _, l := range lines {
+		fmt.Fprintf(w, "    | %s\n", l)
+	}
+}
+
+// runOne is the child side of runThroughput: it runs one workload in this
+// process and writes the Result on stdout.
+func runOne(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(runOneCmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	stackName := fs.String("stack", stackGrpc, "stack")
+	var cfg config
+	var round int
+	var o options
+	fs.StringVar(&cfg.workload, "workload", workloadUnary, "unary or streaming")
+	fs.IntVar(&cfg.reqSize, "reqSize", 100, "request payload bytes")
+	fs.IntVar(&cfg.respSize, "respSize", 100, "response payload bytes")
+	fs.IntVar(&cfg.concurrency, "concurrency", 1, "calls in flight")
+	fs.IntVar(&cfg.connections, "connections", 1, "client connections")
+	fs.IntVar(&round, "round", 1, "round number, for the result")
+	fs.DurationVar(&o.benchtime, "benchtime", time.Second, "measured time")
+	fs.DurationVar(&o.warmup, "warmup", 0, "unmeasured time before")
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Second, "see leanbench -timeout")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "CPU profile file")
+	fs.StringVar(&o.memprofile, "memprofile", "", "allocation profile file")
+	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	enc := json.NewEncoder(stdout)
+	sts, err := parseStacks(*stackName)
+	if err != nil || len(sts) != 1 || cfg.concurrency < 1 || cfg.connections < 1 {
+		enc.Encode(childMsg{Error: fmt.Sprintf("run-one: bad arguments %q", args)})
+		return 2
+	}
+	if o.memprofile != "" && o.memProfileRate > 0 {
+		runtime.MemProfileRate = o.memProfileRate
+	}
+	r := &runner{opts: o, stdout: stdout, stderr: stderr}
+	res := Result{
+		Stack:       sts[0].name,
+		Workload:    cfg.workload,
+		Shape:       &Shape{ReqSize: cfg.reqSize, RespSize: cfg.respSize, Concurrency: cfg.concurrency},
+		Connections: cfg.connections,
+		Round:       round,
+	}
+	g0 := runtime.NumGoroutine()
+	fig, err := r.measureThroughput(sts[0], cfg)
+	if err != nil {
+		res.Error = err.Error()
+	} else {
+		res.Figures = fig
+	}
+	enc.Encode(childMsg{Result: &res})
+	// Tell (on stderr, which the parent forwards) when the stack leaves
+	// goroutines behind after its connections and server are closed.
+	if left := waitGoroutines(g0, time.Second); left > 0 && err == nil {
+		fmt.Fprintf(stderr, "warning: %d goroutines still running 1s after the run ended\n", left)
+	}
+	return 0
+}
+
+// measureThroughput runs one workload in this process, client and server
+// together, and measures it.
+func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
 	srv, err := startServer(st.server)
 	if err != nil {
 		return nil, err
@@ -259,12 +368,11 @@ func (r *runner) measureThroughput(st stack, cfg config, round int) (*Figures, e
 		return nil, err
 	}
 
-	base := r.profileBase(st, cfg, round)
 	if r.opts.memprofile != "" {
-		r.writeAllocsProfile(withSuffix(r.opts.memprofile, base) + ".base")
+		r.writeAllocsProfile(r.opts.memprofile + ".base")
 	}
 	if r.opts.cpuprofile != "" {
-		if f, err := os.Create(withSuffix(r.opts.cpuprofile, base)); err != nil {
+		if f, err := os.Create(r.opts.cpuprofile); err != nil {
 			r.progressf("warning: cpuprofile: %v", err)
 		} else {
 			defer f.Close()
@@ -289,7 +397,7 @@ func (r *runner) measureThroughput(st stack, cfg config, round int) (*Figures, e
 		pprof.StopCPUProfile()
 	}
 	if r.opts.memprofile != "" {
-		r.writeAllocsProfile(withSuffix(r.opts.memprofile, base))
+		r.writeAllocsProfile(r.opts.memprofile)
 	}
 	if err := firstErr.get(); err != nil {
 		return nil, err
