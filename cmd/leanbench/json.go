@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -29,6 +30,9 @@ type Env struct {
 	Leangrpc   string `json:"leangrpc"`
 	Time       string `json:"time"`
 	Args       string `json:"args,omitempty"`
+	// LoadAvg is the 1-minute load average when the run ended (Linux):
+	// figures taken on a machine with load above its CPU count are noisy.
+	LoadAvg float64 `json:"loadAvg,omitempty"`
 }
 
 // Result is one run: one stack, workload, shape and round. Throughput runs
@@ -98,6 +102,7 @@ func currentEnv(args []string) Env {
 		Leangrpc:   "dev",
 		Time:       time.Now().UTC().Format(time.RFC3339),
 		Args:       strings.Join(args, " "),
+		LoadAvg:    loadAverage(),
 	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -138,6 +143,21 @@ func currentEnv(args []string) Env {
 		}
 	}
 	return e
+}
+
+// loadAverage returns the 1-minute load average, or 0 where
+// /proc/loadavg does not exist.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 func gitRevision() string {
