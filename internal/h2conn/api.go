@@ -378,6 +378,9 @@ var (
 	ErrSendClosed = errors.New("h2conn: write on a stream whose sending side is closed")
 	// ErrHeadersNotSent is API misuse: DATA before the HEADERS.
 	ErrHeadersNotSent = errors.New("h2conn: DATA written before HEADERS")
+	// ErrTrailersMustEnd is API misuse: HEADERS after the first must end
+	// the stream.
+	ErrTrailersMustEnd = errors.New("h2conn: trailers must end the stream")
 	// ErrWrongRole is API misuse: a client method on a server stream or
 	// the reverse.
 	ErrWrongRole = errors.New("h2conn: method not available in this role")

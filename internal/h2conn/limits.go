@@ -3,13 +3,76 @@ package h2conn
 import "time"
 
 // Defaults for zero Config fields.
+//
+// Memory bound per connection, receive side: DATA payloads wait in stream
+// receive queues until the application reads them. The connection window is
+// given back on receipt (so one slow stream cannot stall the others), hence
+// the bound is the stream windows, not the connection window:
+// MaxConcurrentStreams × (InitialStreamWindow + MaxExpectBytes widening on
+// the streams that asked for it). With the defaults and streams that do not
+// read, that is 100 × 1 MiB = 100 MiB in the worst case; streams that read
+// hold at most one frame each. Send side: WriteData blocks the caller, so
+// each stream holds at most the one buffer it was given.
 const (
-	DefaultMaxConcurrentStreams = 1000
-	DefaultInitialStreamWindow  = 1 << 20
-	DefaultInitialConnWindow    = 16 << 20
-	DefaultMaxHeaderListSize    = 16 << 20
-	DefaultSettingsTimeout      = 10 * time.Second
-	DefaultWriteBatchBytes      = 256 << 10
+	// DefaultMaxConcurrentStreams: our SETTINGS_MAX_CONCURRENT_STREAMS.
+	// RFC 9113 §6.5.2 recommends no less than 100; each stream may pin a
+	// stream window of memory (see above), so it is the memory knob.
+	DefaultMaxConcurrentStreams = 100
+	// DefaultInitialStreamWindow: 1 MiB is above the bandwidth-delay
+	// product of loopback and of a LAN, so no probing is needed there.
+	DefaultInitialStreamWindow = 1 << 20
+	// DefaultInitialConnWindow: 16 MiB lets 16 streams run at full window.
+	DefaultInitialConnWindow = 16 << 20
+	// DefaultMaxHeaderListSize: grpc-go's default (16 KiB is too small for
+	// some metadata users; grpc-go accepts 16 MiB).
+	DefaultMaxHeaderListSize = 16 << 20
+	// DefaultSettingsTimeout bounds the wait for the SETTINGS ACK.
+	DefaultSettingsTimeout = 10 * time.Second
+	// DefaultWriteBatchBytes: bytes encoded per flush; large enough for one
+	// syscall to carry many frames, small enough that a writer returns to
+	// the control queue often.
+	DefaultWriteBatchBytes = 256 << 10
 	// MaxExpectBytes caps how far ExpectMessage widens one stream's window.
 	MaxExpectBytes = 64 << 20
+	// maxBDPWindow caps the stream window the BDP estimator may grow to.
+	maxBDPWindow = 16 << 20
+	// defaultKeepaliveTimeout: grpc-go's default keepalive Timeout.
+	defaultKeepaliveTimeout = 20 * time.Second
+	// defaultPingMinTime: grpc-go's default EnforcementPolicy.MinTime.
+	defaultPingMinTime = 5 * time.Minute
+	// pingWithoutStreamMinTime: with no streams and pings not permitted,
+	// grpc-go still tolerates one ping per two hours.
+	pingWithoutStreamMinTime = 2 * time.Hour
+	// shutdownPingTimeout: how long the two-phase GOAWAY waits for the
+	// PING ACK before sending the final GOAWAY anyway.
+	shutdownPingTimeout = 5 * time.Second
+	// closeFlushTimeout bounds the final GOAWAY flush when closing.
+	closeFlushTimeout = time.Second
+)
+
+// Limits on what a peer can make us do or hold. Each is a count the peer
+// controls; exceeding it is ENHANCE_YOUR_CALM (or the RFC code named).
+const (
+	// maxQueuedControlFrames caps control frames queued in reply to the
+	// peer (SETTINGS ACK, PING ACK, RST_STREAM) while it does not read
+	// what we write: a PING or reset flood against a peer that never reads
+	// would otherwise grow the queue without bound.
+	maxQueuedControlFrames = 10000
+	// maxPingStrikes: grpc-go's limit on pings that break the
+	// enforcement policy before GOAWAY ENHANCE_YOUR_CALM "too_many_pings".
+	maxPingStrikes = 2
+	// maxResetsPerWindow: RST_STREAMs a peer may cause (its own resets and
+	// the streams we had to reset for it) per resetWindow, the "rapid
+	// reset" attack of 2023 (CVE-2023-44487): each costs a stream setup.
+	maxResetsPerWindow = 1000
+	resetWindow        = time.Second
+	// maxEmptyDataFrames: DATA frames with neither payload nor END_STREAM
+	// in a row; they cost a dispatch each and carry nothing.
+	maxEmptyDataFrames = 1000
+	// CONTINUATION floods and header bytes are bounded by the frame
+	// layer (h2frame/limits.go) under our SETTINGS_MAX_HEADER_LIST_SIZE.
+	// recentClosedIDs: how many closed peer stream ids the engine
+	// remembers to answer HEADERS on them with STREAM_CLOSED rather than
+	// PROTOCOL_ERROR (RFC 9113 §5.1 vs §5.1.1).
+	recentClosedIDs = 16
 )

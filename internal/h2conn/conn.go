@@ -1,0 +1,682 @@
+package h2conn
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/sockio"
+)
+
+// Conn is one HTTP/2 connection, client or server.
+//
+// Ownership: the reading goroutine owns fr and the fields marked "owned by
+// the run loop"; whoever holds the write role (writing == true) owns fw;
+// everything else is guarded by mu.
+type Conn struct {
+	nc      net.Conn
+	role    Role
+	cfg     Config
+	pool    *bufpool.Pool
+	handler Handler
+
+	fr *h2frame.Reader // owned by the run loop
+	fw *h2frame.Writer // owned by the holder of the write role
+
+	done      chan struct{} // closed when the reader stopped and all is released
+	goingAway chan struct{} // closed once no new streams are accepted
+
+	// Owned by the run loop.
+	sawSettings bool
+	inflow      inflow // connection receive window; given back on receipt
+	bdp         bdpEstimator
+	emptyData   int // consecutive empty DATA frames
+	resetCount  int // resets within the current resetWindow
+	resetStart  time.Time
+	readActive  atomic.Bool // set per frame; keepalive clears it
+
+	mu       sync.Mutex
+	idleCond sync.Cond // signalled when writing becomes false; uses mu
+
+	// Guarded by mu.
+	writing       bool // someone holds the write role
+	closing       bool // the connection is ending; no new work
+	closeErr      *Error
+	streams       map[uint32]*Stream
+	nextID        uint32 // next stream id we would open (client)
+	maxPeerID     uint32 // highest stream id the peer opened
+	recentClosed  [recentClosedIDs]uint32
+	recentNext    int
+	numLocal      int // open streams we initiated
+	numPeer       int // open streams the peer initiated
+	outflow       outflow
+	streamWindow  uint32 // our current SETTINGS_INITIAL_WINDOW_SIZE
+	ctrl          []ctrlFrame
+	peerControl   int // entries of ctrl queued in reply to the peer
+	ready         readyList
+	slotFree      chan struct{} // closed when a local stream slot frees; nil when nobody waits
+	goAwaySent    bool
+	goAwayLastID  uint32 // last stream id of the GOAWAY we sent
+	goAwayRecv    bool
+	goAwayDebug   string // debug data of the queued GOAWAY
+	shutdownPhase int    // 0 none, 1 first GOAWAY + PING sent, 2 final GOAWAY sent
+	pingStrikes   int
+	lastPingAt    time.Time
+	resetStrikes  bool // we sent HEADERS or DATA since the last PING: strikes restart
+	idleSince     time.Time
+	settingsAcked bool
+	kaPingOut     bool              // a keepalive PING is outstanding
+	wantWrite     bool              // something new became writable since the writer last looked
+	drainStarted  bool              // drainedLocked started the final close
+	localSettings []h2frame.Setting // payload of the next SETTINGS we send
+
+	peer peerSettings // guarded by mu
+
+	timers timers // guarded by mu
+}
+
+// peerSettings are the peer's SETTINGS as last received.
+type peerSettings struct {
+	headerTableSize      uint32
+	maxConcurrentStreams uint32
+	initialWindowSize    uint32
+	maxFrameSize         uint32
+	maxHeaderListSize    uint32
+	enablePush           uint32
+	// applied* are the values the writer passed to fw; the writer applies
+	// changes before encoding the next frame.
+	appliedFrameSize uint32
+	appliedTableSize uint32
+}
+
+var errLocalClose = &Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorUser, Reason: "closed", Cause: net.ErrClosed}
+
+func (cfg *Config) normalize() {
+	if cfg.MaxConcurrentStreams == 0 {
+		cfg.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if cfg.InitialStreamWindow == 0 {
+		cfg.InitialStreamWindow = DefaultInitialStreamWindow
+	}
+	cfg.InitialStreamWindow = min(cfg.InitialStreamWindow, h2frame.MaxWindowSize)
+	if cfg.InitialConnWindow == 0 {
+		cfg.InitialConnWindow = DefaultInitialConnWindow
+	}
+	cfg.InitialConnWindow = min(max(cfg.InitialConnWindow, h2frame.DefaultInitialWindow), h2frame.MaxWindowSize)
+	if cfg.MaxFrameSize == 0 {
+		cfg.MaxFrameSize = h2frame.MinMaxFrameSize
+	}
+	cfg.MaxFrameSize = min(max(cfg.MaxFrameSize, h2frame.MinMaxFrameSize), h2frame.MaxMaxFrameSize)
+	if cfg.MaxHeaderListSize == 0 {
+		cfg.MaxHeaderListSize = DefaultMaxHeaderListSize
+	}
+	if cfg.HeaderTableSize == 0 {
+		cfg.HeaderTableSize = h2frame.DefaultHeaderTableLen
+	}
+	if cfg.Pool == nil {
+		cfg.Pool = bufpool.Default()
+	}
+	if cfg.SettingsTimeout == 0 {
+		cfg.SettingsTimeout = DefaultSettingsTimeout
+	}
+	if cfg.KeepaliveTimeout == 0 {
+		cfg.KeepaliveTimeout = defaultKeepaliveTimeout
+	}
+	if cfg.ServerKeepaliveTimeout == 0 {
+		cfg.ServerKeepaliveTimeout = defaultKeepaliveTimeout
+	}
+	if cfg.PingMinTime == 0 {
+		cfg.PingMinTime = defaultPingMinTime
+	}
+	if cfg.WriteBatchBytes <= 0 {
+		cfg.WriteBatchBytes = DefaultWriteBatchBytes
+	}
+}
+
+func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
+	cfg.normalize()
+	wc := sockio.Wrap(nc, cfg.PooledReads)
+	c := &Conn{
+		nc:        wc,
+		role:      role,
+		cfg:       cfg,
+		pool:      cfg.Pool,
+		handler:   h,
+		done:      make(chan struct{}),
+		goingAway: make(chan struct{}),
+		streams:   make(map[uint32]*Stream),
+		ctrl:      make([]ctrlFrame, 0, 8),
+	}
+	c.idleCond.L = &c.mu
+	c.fr = h2frame.NewReader(wc, h2frame.ReaderConfig{
+		Pool:               cfg.Pool,
+		MaxFrameSize:       cfg.MaxFrameSize,
+		MaxHeaderListSize:  cfg.MaxHeaderListSize,
+		MaxHeaderTableSize: cfg.HeaderTableSize,
+		NoPooledReads:      !cfg.PooledReads,
+	})
+	c.fw = h2frame.NewWriter(wc, h2frame.WriterConfig{Pool: cfg.Pool})
+	c.peer = peerSettings{
+		headerTableSize:      h2frame.DefaultHeaderTableLen,
+		maxConcurrentStreams: ^uint32(0),
+		initialWindowSize:    h2frame.DefaultInitialWindow,
+		maxFrameSize:         h2frame.MinMaxFrameSize,
+		maxHeaderListSize:    ^uint32(0),
+		enablePush:           1,
+		appliedFrameSize:     h2frame.MinMaxFrameSize,
+		appliedTableSize:     h2frame.DefaultHeaderTableLen,
+	}
+	c.outflow.n = h2frame.DefaultInitialWindow
+	c.inflow.init(cfg.InitialConnWindow)
+	c.streamWindow = cfg.InitialStreamWindow
+	c.bdp = bdpEstimator{window: cfg.InitialStreamWindow, limit: maxBDPWindow}
+	if cfg.DisableBDP {
+		c.bdp.limit = 0
+	}
+	if role == RoleClient {
+		c.nextID = 1
+	} else {
+		c.nextID = 2
+	}
+	c.idleSince = time.Now()
+	return c
+}
+
+// startClient writes the preface and SETTINGS (on the caller's goroutine)
+// and starts the reader.
+func (c *Conn) startClient() error {
+	c.mu.Lock()
+	c.writing = true
+	c.fw.WritePreface()
+	c.queueInitialSettingsLocked()
+	c.writeLoop(nil)
+	err := c.closeErr
+	c.startTimersLocked()
+	c.mu.Unlock()
+	if err != nil {
+		c.finish()
+		return err
+	}
+	go c.runReader()
+	return nil
+}
+
+func (c *Conn) runReader() {
+	err := c.readLoop()
+	c.fail(err)
+	c.finish()
+}
+
+func (c *Conn) serve() error {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		c.finish()
+		return nil
+	}
+	c.queueInitialSettingsLocked()
+	c.startTimersLocked()
+	c.kickLocked()
+	c.mu.Unlock()
+	var err *Error
+	if perr := c.fr.ReadPreface(); perr != nil {
+		err = c.readError(perr)
+	} else {
+		err = c.readLoop()
+	}
+	c.fail(err)
+	c.finish()
+	c.mu.Lock()
+	final := c.closeErr
+	c.mu.Unlock()
+	if final == nil || final.graceful() {
+		return nil
+	}
+	return final
+}
+
+// graceful reports whether the connection ended without a fault.
+func (e *Error) graceful() bool {
+	return e.Code == h2frame.ErrCodeNo && e.Initiator != InitiatorEngine
+}
+
+// finish runs once on the reading goroutine after fail: it releases the
+// read side and marks the connection done.
+func (c *Conn) finish() {
+	c.fr.Close()
+	close(c.done)
+}
+
+// readError converts an error from the frame reader into the error that
+// ends the connection.
+func (c *Conn) readError(err error) *Error {
+	var ce h2frame.ConnError
+	if errors.As(err, &ce) {
+		return &Error{Code: ce.Code, Initiator: InitiatorEngine, Reason: ce.Reason}
+	}
+	c.mu.Lock()
+	ce2 := c.closeErr
+	goaway := c.goAwayRecv
+	c.mu.Unlock()
+	if ce2 != nil {
+		return ce2
+	}
+	reason := "read"
+	if err == io.EOF {
+		reason = "eof"
+		if goaway {
+			reason = "goaway"
+		}
+	}
+	return &Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorPeer, Reason: reason, Cause: err}
+}
+
+// readLoop reads and dispatches frames until the connection ends.
+func (c *Conn) readLoop() *Error {
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			var se h2frame.StreamError
+			if !errors.As(err, &se) {
+				return c.readError(err)
+			}
+			if cerr := c.onStreamError(se); cerr != nil {
+				return cerr
+			}
+		} else {
+			c.readActive.Store(true)
+			if cerr := c.dispatch(f); cerr != nil {
+				return cerr
+			}
+		}
+		if c.fr.Buffered() < h2frame.HeaderLen {
+			c.mu.Lock()
+			c.kickLocked()
+			c.mu.Unlock()
+		}
+	}
+}
+
+func (c *Conn) dispatch(f h2frame.Frame) *Error {
+	if !c.sawSettings {
+		sf, ok := f.(*h2frame.SettingsFrame)
+		if !ok || sf.IsAck() {
+			if df, ok := f.(*h2frame.DataFrame); ok && df.Data != nil {
+				df.Data.Free() // the frame's payload; owned by us, dropped
+			}
+			return connErr(h2frame.ErrCodeProtocol, "first_frame_not_settings")
+		}
+		c.sawSettings = true
+	}
+	switch f := f.(type) {
+	case *h2frame.DataFrame:
+		return c.onData(f)
+	case *h2frame.HeadersFrame:
+		return c.onHeaders(f)
+	case *h2frame.PriorityFrame:
+		return nil // accepted and ignored (RFC 9113 §5.3.2)
+	case *h2frame.RSTStreamFrame:
+		return c.onRSTStream(f)
+	case *h2frame.SettingsFrame:
+		return c.onSettings(f)
+	case *h2frame.PushPromiseFrame:
+		// We send ENABLE_PUSH=0 as a client; a server never receives it.
+		return connErr(h2frame.ErrCodeProtocol, "push_promise")
+	case *h2frame.PingFrame:
+		return c.onPing(f)
+	case *h2frame.GoAwayFrame:
+		return c.onGoAway(f)
+	case *h2frame.WindowUpdateFrame:
+		return c.onWindowUpdate(f)
+	}
+	return nil
+}
+
+func connErr(code h2frame.ErrCode, reason string) *Error {
+	return &Error{Code: code, Initiator: InitiatorEngine, Reason: reason}
+}
+
+// isPeerID reports whether id belongs to streams the peer initiates.
+func (c *Conn) isPeerID(id uint32) bool {
+	if c.role == RoleServer {
+		return id&1 == 1
+	}
+	return id&1 == 0
+}
+
+// idleLocked reports whether id names a stream that was never opened.
+func (c *Conn) idleLocked(id uint32) bool {
+	if c.isPeerID(id) {
+		return id > c.maxPeerID
+	}
+	return id >= c.nextID
+}
+
+// wasClosedLocked reports whether id is one of the recently closed peer
+// streams.
+func (c *Conn) wasClosedLocked(id uint32) bool {
+	for _, x := range c.recentClosed {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// onData handles a DATA frame. f.Data is owned by us from here on.
+func (c *Conn) onData(f *h2frame.DataFrame) *Error {
+	b := f.Data
+	id := f.StreamID
+	end := f.EndStream()
+	// Connection-level accounting first, for every DATA frame (§6.9).
+	if !c.inflow.take(f.FlowLen) {
+		if b != nil {
+			b.Free() // frame payload dropped on a connection error
+		}
+		return connErr(h2frame.ErrCodeFlowControl, "conn_window_exceeded")
+	}
+	n := 0
+	if b != nil {
+		n = b.Len()
+	}
+	if n == 0 && !end {
+		c.emptyData++
+		if c.emptyData > maxEmptyDataFrames {
+			return connErr(h2frame.ErrCodeEnhanceYourCalm, "empty_data_flood")
+		}
+	} else {
+		c.emptyData = 0
+	}
+	c.mu.Lock()
+	// The connection window is given back on receipt.
+	if inc := c.inflow.credit(int(f.FlowLen), c.cfg.InitialConnWindow); inc > 0 {
+		c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: 0, val: inc}, false)
+	}
+	if f.FlowLen > 0 && c.bdp.onData(f.FlowLen, time.Now()) {
+		c.queueCtrlLocked(ctrlFrame{kind: ctrlPing, data: bdpPingData}, false)
+	}
+	s := c.streams[id]
+	if s == nil || s.state == stateIdle {
+		idle := c.idleLocked(id)
+		c.mu.Unlock()
+		if b != nil {
+			b.Free() // no stream to deliver to
+		}
+		if idle {
+			return connErr(h2frame.ErrCodeProtocol, "data_on_idle_stream")
+		}
+		return c.resetStream(id, h2frame.ErrCodeStreamClosed, "data_on_closed_stream")
+	}
+	st, terr := s.state.recvData(end)
+	if terr != nil {
+		c.mu.Unlock()
+		if b != nil {
+			b.Free() // frame payload refused
+		}
+		return c.resetStream(id, h2frame.ErrCodeStreamClosed, "data_on_half_closed_stream")
+	}
+	if !s.in.take(f.FlowLen) {
+		c.mu.Unlock()
+		if b != nil {
+			b.Free() // frame payload refused
+		}
+		return c.resetStream(id, h2frame.ErrCodeFlowControl, "stream_window_exceeded")
+	}
+	if pad := int(f.FlowLen) - n; pad > 0 {
+		// Padding is consumed on arrival: give it back with the next update.
+		if inc := s.in.credit(pad, c.streamWindow); inc > 0 && !end {
+			c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: id, val: inc}, false)
+		}
+	}
+	s.recvBytes += int64(n)
+	if s.contentLength >= 0 && (s.recvBytes > s.contentLength || (end && s.recvBytes != s.contentLength)) {
+		c.mu.Unlock()
+		if b != nil {
+			b.Free() // frame payload refused
+		}
+		return c.resetStream(id, h2frame.ErrCodeProtocol, "content_length_mismatch")
+	}
+	if b != nil {
+		if n == 0 {
+			b.Free() // empty payload: nothing to deliver
+		} else {
+			s.recvQ.push(b) // the stream's receive queue now owns b; Recv hands it on
+		}
+	}
+	if end {
+		s.recvEOF = true
+	}
+	s.signalRecv()
+	c.setStateLocked(s, st)
+	c.mu.Unlock()
+	return nil
+}
+
+// resetStream answers a stream error found by the engine: RST_STREAM with
+// code, and the stream (if it still exists) fails. It returns a connection
+// error when the peer causes too many resets.
+func (c *Conn) resetStream(id uint32, code h2frame.ErrCode, reason string) *Error {
+	if cerr := c.countReset(); cerr != nil {
+		return cerr
+	}
+	c.mu.Lock()
+	if c.isPeerID(id) && id > c.maxPeerID {
+		c.maxPeerID = id
+		c.rememberClosedLocked(id)
+	}
+	var hook func(error)
+	var err *Error
+	if s := c.streams[id]; s != nil {
+		err = &Error{Code: code, StreamID: id, Initiator: InitiatorEngine, Reason: reason}
+		hook = c.failStreamLocked(s, err)
+	}
+	c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: id, code: code}, true)
+	overflow := c.peerControl > maxQueuedControlFrames
+	c.mu.Unlock()
+	if hook != nil {
+		hook(err)
+	}
+	if overflow {
+		return connErr(h2frame.ErrCodeEnhanceYourCalm, "control_queue_full")
+	}
+	return nil
+}
+
+// countReset enforces maxResetsPerWindow.
+func (c *Conn) countReset() *Error {
+	now := time.Now()
+	if now.Sub(c.resetStart) > resetWindow {
+		c.resetStart, c.resetCount = now, 0
+	}
+	c.resetCount++
+	if c.resetCount > maxResetsPerWindow {
+		return connErr(h2frame.ErrCodeEnhanceYourCalm, "reset_flood")
+	}
+	return nil
+}
+
+func (c *Conn) onStreamError(se h2frame.StreamError) *Error {
+	return c.resetStream(se.StreamID, se.Code, se.Reason)
+}
+
+func (c *Conn) onRSTStream(f *h2frame.RSTStreamFrame) *Error {
+	id := f.StreamID
+	c.mu.Lock()
+	s := c.streams[id]
+	if s == nil {
+		idle := c.idleLocked(id)
+		c.mu.Unlock()
+		if idle {
+			return connErr(h2frame.ErrCodeProtocol, "rst_on_idle_stream")
+		}
+		return nil // already closed: nothing to do
+	}
+	if _, terr := s.state.recvReset(); terr != nil {
+		c.mu.Unlock()
+		return connErr(h2frame.ErrCodeProtocol, "rst_on_idle_stream")
+	}
+	err := &Error{Code: f.Code, StreamID: id, Initiator: InitiatorPeer, Reason: "rst_stream",
+		Unprocessed: f.Code == h2frame.ErrCodeRefusedStream}
+	hook := c.failStreamLocked(s, err)
+	c.mu.Unlock()
+	if hook != nil {
+		hook(err)
+	}
+	if c.isPeerID(id) {
+		return c.countReset()
+	}
+	return nil
+}
+
+func (c *Conn) onWindowUpdate(f *h2frame.WindowUpdateFrame) *Error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.StreamID == 0 {
+		if !c.outflow.add(int64(f.Increment)) {
+			return connErr(h2frame.ErrCodeFlowControl, "conn_window_overflow")
+		}
+		if c.ready.n > 0 {
+			c.wantWrite = true
+		}
+		return nil
+	}
+	s := c.streams[f.StreamID]
+	if s == nil {
+		if c.idleLocked(f.StreamID) {
+			return connErr(h2frame.ErrCodeProtocol, "window_update_on_idle_stream")
+		}
+		return nil
+	}
+	if s.state.recvWindowUpdate() != nil {
+		return connErr(h2frame.ErrCodeProtocol, "window_update_on_idle_stream")
+	}
+	if !s.out.add(int64(f.Increment)) {
+		c.mu.Unlock()
+		cerr := c.resetStream(f.StreamID, h2frame.ErrCodeFlowControl, "stream_window_overflow")
+		c.mu.Lock()
+		return cerr
+	}
+	if s.sendKind != sendNone {
+		c.readyLocked(s)
+	}
+	return nil
+}
+
+// rememberClosedLocked records a closed peer stream id.
+func (c *Conn) rememberClosedLocked(id uint32) {
+	c.recentClosed[c.recentNext] = id
+	c.recentNext = (c.recentNext + 1) % recentClosedIDs
+}
+
+// numActiveStreams counts open streams of both initiators.
+func (c *Conn) numActiveStreams() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.numLocal + c.numPeer
+}
+
+func (c *Conn) err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closeErr == nil {
+		return nil
+	}
+	return c.closeErr
+}
+
+// closeWith ends the connection from a goroutine other than the reader.
+func (c *Conn) closeWith(err *Error) { c.fail(err) }
+
+// fail ends the connection with err (first caller wins): every stream
+// fails, a GOAWAY goes out when the engine or the user initiated the end,
+// the socket closes. It must be called without mu held and never by the
+// holder of the write role. The reader's finish releases the read side.
+func (c *Conn) fail(err *Error) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.closing = true
+	c.closeErr = err
+	c.stopTimersLocked()
+	c.closeGoingAwayLocked()
+	sendGoAway := err.Initiator != InitiatorPeer && !(c.goAwaySent && err.Code == h2frame.ErrCodeNo)
+	if !err.graceful() || sendGoAway {
+		// Bound a flush in progress (and ours) against a peer that does
+		// not read.
+		c.nc.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+	}
+	for c.writing {
+		c.idleCond.Wait()
+	}
+	c.writing = true // the write role is never released again
+	if err.graceful() {
+		c.applyPeerSettingsLocked()
+		c.encodeCtrlLocked() // e.g. the final GOAWAY of a graceful shutdown
+	}
+	hooks := c.failAllStreamsLocked(err)
+	if c.slotFree != nil {
+		close(c.slotFree)
+		c.slotFree = nil
+	}
+	c.mu.Unlock()
+
+	if sendGoAway {
+		var dbg []byte
+		if err.Initiator == InitiatorEngine {
+			dbg = []byte(err.Reason)
+		}
+		c.fw.WriteGoAway(c.lastPeerIDForGoAway(), err.Code, dbg)
+		c.fw.Flush()
+	}
+	c.fw.Close()
+	c.nc.Close()
+	for _, h := range hooks {
+		h.fn(h.err)
+	}
+}
+
+// lastPeerIDForGoAway is the last peer stream we processed; read after
+// closing is set, so maxPeerID no longer changes.
+func (c *Conn) lastPeerIDForGoAway() uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.maxPeerID
+}
+
+type hookCall struct {
+	fn  func(error)
+	err error
+}
+
+// failAllStreamsLocked fails every stream with a stream-scoped copy of err.
+func (c *Conn) failAllStreamsLocked(err *Error) []hookCall {
+	var hooks []hookCall
+	for _, s := range c.streams {
+		serr := &Error{Code: err.Code, StreamID: 0, Initiator: err.Initiator, Reason: err.Reason, Cause: err.Cause}
+		if serr.Cause == nil {
+			serr.Cause = net.ErrClosed
+		}
+		if h := c.failStreamLocked(s, serr); h != nil {
+			hooks = append(hooks, hookCall{h, serr})
+		}
+	}
+	// Control frames queued for a dead connection are dropped.
+	c.ctrl = c.ctrl[:0]
+	c.peerControl = 0
+	return hooks
+}
+
+func (c *Conn) closeGoingAwayLocked() {
+	select {
+	case <-c.goingAway:
+	default:
+		close(c.goingAway)
+	}
+}

@@ -1,0 +1,366 @@
+package h2conn
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/hpack"
+)
+
+func reqFields(path string) []hpack.HeaderField {
+	return []hpack.HeaderField{
+		{Name: ":method", Value: "POST"},
+		{Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: path},
+		{Name: ":authority", Value: "test"},
+		{Name: "content-type", Value: "application/grpc"},
+	}
+}
+
+var (
+	respFields    = []hpack.HeaderField{{Name: ":status", Value: "200"}}
+	trailerFields = []hpack.HeaderField{{Name: "grpc-status", Value: "0"}}
+)
+
+// echoHandler answers each stream with the bytes it received, then
+// trailers.
+func echoHandler(t testing.TB, pool *bufpool.Pool) Handler {
+	return HandlerFunc(func(s *Stream) {
+		go func() {
+			var got []byte
+			for {
+				b, err := s.Recv()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					return
+				}
+				got = append(got, b.Bytes()...)
+				b.Free()
+			}
+			if err := s.WriteHeaders(respFields, false); err != nil {
+				return
+			}
+			if len(got) > 0 {
+				if err := s.WriteData(pool.Copy(got), false); err != nil {
+					return
+				}
+			}
+			s.WriteTrailers(trailerFields)
+		}()
+	})
+}
+
+type pair struct {
+	client, server *Conn
+	serveErr       chan error
+	pool           *bufpool.Pool
+}
+
+func newPair(t testing.TB, ccfg, scfg Config, h func(pool *bufpool.Pool) Handler, tcp bool) *pair {
+	t.Helper()
+	pool := bufpool.New(nil)
+	ccfg.Pool, scfg.Pool = pool, pool
+	var cn, sn net.Conn
+	if tcp {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ch := make(chan net.Conn, 1)
+		go func() {
+			c, _ := ln.Accept()
+			ch <- c
+		}()
+		cn, err = net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sn = <-ch
+		scfg.PooledReads, ccfg.PooledReads = true, true
+	} else {
+		cn, sn = net.Pipe()
+	}
+	p := &pair{pool: pool, serveErr: make(chan error, 1)}
+	p.server = NewServerConn(sn, scfg, h(pool))
+	go func() { p.serveErr <- p.server.Serve() }()
+	var err error
+	p.client, err = NewClientConn(cn, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (p *pair) close(t testing.TB) {
+	t.Helper()
+	p.client.Close()
+	p.server.Close()
+	<-p.client.Done()
+	<-p.server.Done()
+	<-p.serveErr
+}
+
+// checkLeaks waits for goroutines and pooled buffers to return to baseline.
+func checkLeaks(t testing.TB, pool *bufpool.Pool, goroutines int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		n := runtime.NumGoroutine()
+		out := pool.Outstanding()
+		if n <= goroutines && out == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("leak: goroutines %d (baseline %d), outstanding buffers %d\n%s", n, goroutines, out, buf)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func roundTrip(t testing.TB, c *Conn, pool *bufpool.Pool, payload []byte) []byte {
+	t.Helper()
+	s, err := c.NewStream(context.Background(), reqFields("/echo"), false)
+	if err != nil {
+		t.Fatalf("NewStream: %v", err)
+	}
+	defer s.Release()
+	if err := s.WriteData(pool.Copy(payload), true); err != nil {
+		t.Fatalf("WriteData: %v", err)
+	}
+	h, end, err := s.RecvHeaders()
+	if err != nil || end || len(h) == 0 || h[0].Value != "200" {
+		t.Fatalf("RecvHeaders: %v %v %v", h, end, err)
+	}
+	var got []byte
+	for {
+		b, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		got = append(got, b.Bytes()...)
+		b.Free()
+	}
+	if tr := s.Trailers(); len(tr) != 1 || tr[0].Value != "0" {
+		t.Fatalf("trailers %v", tr)
+	}
+	return got
+}
+
+func TestEcho(t *testing.T) {
+	for _, tcp := range []bool{false, true} {
+		name := "pipe"
+		if tcp {
+			name = "tcp"
+		}
+		t.Run(name, func(t *testing.T) {
+			g := runtime.NumGoroutine()
+			p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, tcp)
+			for _, n := range []int{1, 100, 16384, 16385, 100000} {
+				payload := bytes.Repeat([]byte{byte(n)}, n)
+				if got := roundTrip(t, p.client, p.pool, payload); !bytes.Equal(got, payload) {
+					t.Fatalf("size %d: echo mismatch (got %d bytes)", n, len(got))
+				}
+			}
+			p.close(t)
+			checkLeaks(t, p.pool, g)
+		})
+	}
+}
+
+// A transfer larger than both windows must flow through WINDOW_UPDATEs.
+func TestLargeTransferSmallWindows(t *testing.T) {
+	g := runtime.NumGoroutine()
+	cfg := Config{InitialStreamWindow: 65535, InitialConnWindow: 65535, DisableBDP: true}
+	p := newPair(t, cfg, cfg, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, false)
+	payload := make([]byte, 3<<20)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	if got := roundTrip(t, p.client, p.pool, payload); !bytes.Equal(got, payload) {
+		t.Fatalf("echo mismatch (got %d bytes)", len(got))
+	}
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// Many concurrent streams over a server limit of 4: the client queues.
+func TestConcurrentStreamsQueue(t *testing.T) {
+	g := runtime.NumGoroutine()
+	var mu sync.Mutex
+	peak := 0
+	var server *Conn
+	h := func(pool *bufpool.Pool) Handler {
+		inner := echoHandler(t, pool)
+		return HandlerFunc(func(s *Stream) {
+			n := s.Conn().NumActiveStreams()
+			mu.Lock()
+			peak = max(peak, n)
+			mu.Unlock()
+			inner.HandleStream(s)
+		})
+	}
+	p := newPair(t, Config{}, Config{MaxConcurrentStreams: 4}, h, true)
+	server = p.server
+	_ = server
+	// Let the server's SETTINGS arrive so the client knows the limit.
+	roundTrip(t, p.client, p.pool, []byte("warm"))
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			payload := bytes.Repeat([]byte{byte(i)}, 1000*i+1)
+			if got := roundTrip(t, p.client, p.pool, payload); !bytes.Equal(got, payload) {
+				errs <- errors.New("mismatch")
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if peak > 4 || peak < 2 {
+		t.Fatalf("server saw at most %d concurrent streams, limit 4", peak)
+	}
+	mu.Unlock()
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+func TestResetByClient(t *testing.T) {
+	g := runtime.NumGoroutine()
+	gotErr := make(chan error, 1)
+	h := func(pool *bufpool.Pool) Handler {
+		return HandlerFunc(func(s *Stream) {
+			go func() {
+				for {
+					b, err := s.Recv()
+					if err != nil {
+						gotErr <- err
+						return
+					}
+					b.Free()
+				}
+			}()
+		})
+	}
+	p := newPair(t, Config{}, Config{}, h, false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteData(p.pool.Copy([]byte("hello")), false); err != nil {
+		t.Fatal(err)
+	}
+	s.Reset(h2frame.ErrCodeCancel)
+	err = <-gotErr
+	var e *Error
+	if !errors.As(err, &e) || e.Code != h2frame.ErrCodeCancel || e.Initiator != InitiatorPeer {
+		t.Fatalf("server Recv error = %v, want CANCEL from peer", err)
+	}
+	if _, err := s.Recv(); !errors.As(err, &e) || e.Initiator != InitiatorUser {
+		t.Fatalf("client Recv after Reset = %v", err)
+	}
+	if err := s.WriteData(nil, true); err == nil {
+		t.Fatal("WriteData after Reset succeeded")
+	}
+	s.Release()
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+func TestGracefulShutdown(t *testing.T) {
+	g := runtime.NumGoroutine()
+	release := make(chan struct{})
+	h := func(pool *bufpool.Pool) Handler {
+		return HandlerFunc(func(s *Stream) {
+			go func() {
+				<-release
+				echoHandler(t, pool).HandleStream(s)
+			}()
+		})
+	}
+	p := newPair(t, Config{}, Config{}, h, true)
+	s, err := p.client.NewStream(context.Background(), reqFields("/slow"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the server has the stream.
+	for p.server.NumActiveStreams() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	p.server.GracefulShutdown()
+	<-p.client.GoingAway()
+	if _, err := p.client.NewStream(context.Background(), reqFields("/x"), true); !errors.Is(err, ErrGoingAway) {
+		t.Fatalf("NewStream after GOAWAY: %v", err)
+	}
+	close(release)
+	if _, _, err := s.RecvHeaders(); err != nil {
+		t.Fatalf("in-flight stream failed: %v", err)
+	}
+	for {
+		b, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("in-flight stream failed: %v", err)
+		}
+		b.Free()
+	}
+	s.Release()
+	select {
+	case <-p.server.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("server did not close after draining")
+	}
+	if err := <-p.serveErr; err != nil {
+		t.Fatalf("Serve returned %v after a graceful shutdown", err)
+	}
+	<-p.client.Done()
+	checkLeaks(t, p.pool, g)
+}
+
+func TestCloseFailsStreams(t *testing.T) {
+	g := runtime.NumGoroutine()
+	h := func(pool *bufpool.Pool) Handler { return HandlerFunc(func(s *Stream) {}) }
+	p := newPair(t, Config{}, Config{}, h, false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Recv()
+		done <- err
+	}()
+	p.client.Close()
+	if err := <-done; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Recv after Close: %v", err)
+	}
+	if _, err := p.client.NewStream(context.Background(), reqFields("/x"), true); !errors.Is(err, ErrConnClosed) {
+		t.Fatalf("NewStream after Close: %v", err)
+	}
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}

@@ -1,0 +1,161 @@
+package h2conn
+
+import (
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+)
+
+// Flow control (RFC 9113 §5.2, §6.9) as pure values. Windows are int64 so
+// that overflow past 2^31-1 can be detected rather than wrapped, and so that
+// a send window may go negative after a SETTINGS_INITIAL_WINDOW_SIZE
+// decrease (§6.9.2).
+
+// outflow is a send window: how many bytes the peer lets us send.
+type outflow struct{ n int64 }
+
+// avail returns the bytes that may be sent now (0 when negative).
+func (f *outflow) avail() int64 { return max(f.n, 0) }
+
+// add applies a WINDOW_UPDATE increment or a settings delta; it reports
+// false, leaving the window unchanged, when the result would exceed
+// 2^31-1 (a FLOW_CONTROL_ERROR).
+func (f *outflow) add(n int64) bool {
+	if f.n+n > h2frame.MaxWindowSize {
+		return false
+	}
+	f.n += n
+	return true
+}
+
+// take records n bytes sent; n must not exceed avail.
+func (f *outflow) take(n int64) { f.n -= n }
+
+// inflow is a receive window: how many bytes the peer may still send
+// (avail) and how many were consumed but not yet given back to it with
+// WINDOW_UPDATE (unsent).
+type inflow struct {
+	avail  int64
+	unsent int64
+}
+
+func (f *inflow) init(n uint32) { f.avail, f.unsent = int64(n), 0 }
+
+// take records a received frame of n flow-controlled bytes (padding
+// included); it reports false when n exceeds the window, which is a
+// FLOW_CONTROL_ERROR (§6.9.1).
+func (f *inflow) take(n uint32) bool {
+	if int64(n) > f.avail {
+		return false
+	}
+	f.avail -= int64(n)
+	return true
+}
+
+// credit records n bytes consumed. It returns the WINDOW_UPDATE increment to
+// send now, or 0: updates are batched until a quarter of window is owed, so
+// that small messages do not cost one frame each.
+func (f *inflow) credit(n int, window uint32) uint32 {
+	f.unsent += int64(n)
+	if f.unsent < int64(window)/4 || f.unsent == 0 {
+		return 0
+	}
+	return f.flush()
+}
+
+// widen makes sure the peer may send at least n more bytes, as one
+// WINDOW_UPDATE whose increment it returns (0: nothing to send). It is how a
+// large message avoids stalling on quarter-window updates.
+func (f *inflow) widen(n int64) uint32 {
+	if f.avail+f.unsent >= n {
+		if f.avail >= n {
+			return 0
+		}
+		return f.flush()
+	}
+	f.unsent = n - f.avail
+	return f.flush()
+}
+
+// flush announces everything owed, keeping the window within 2^31-1.
+func (f *inflow) flush() uint32 {
+	inc := f.unsent
+	if f.avail+inc > h2frame.MaxWindowSize {
+		inc = h2frame.MaxWindowSize - f.avail
+	}
+	if inc <= 0 {
+		f.unsent = 0
+		return 0
+	}
+	f.avail += inc
+	f.unsent = 0
+	return uint32(inc)
+}
+
+// bdpEstimator grows the receive windows when the measured bandwidth-delay
+// product approaches them, the way grpc-go's does, but without a PING per
+// small RPC: a sample starts only after a whole stream window's worth of
+// DATA arrived since the previous one and at least bdpMinInterval (or four
+// RTTs) later. On loopback the initial windows are already above the BDP,
+// so samples find nothing to grow and stay rare.
+type bdpEstimator struct {
+	window   uint32 // current stream window target
+	limit    uint32 // never grow beyond this
+	since    int64  // DATA bytes since the last sample ended
+	sampling bool   // a BDP PING is outstanding
+	sample   int64  // bytes received since the BDP PING was sent
+	sentAt   time.Time
+	lastEnd  time.Time
+	rtt      time.Duration // smoothed
+}
+
+// bdpMinInterval bounds the sampling rate on fast links.
+const bdpMinInterval = 50 * time.Millisecond
+
+// onData records n received DATA bytes. It returns true when a BDP PING
+// should be sent now.
+func (b *bdpEstimator) onData(n uint32, now time.Time) bool {
+	if b.window >= b.limit {
+		return false
+	}
+	if b.sampling {
+		b.sample += int64(n)
+		return false
+	}
+	b.since += int64(n)
+	if b.since < int64(b.window) {
+		return false
+	}
+	if gap := max(bdpMinInterval, 4*b.rtt); !b.lastEnd.IsZero() && now.Sub(b.lastEnd) < gap {
+		return false
+	}
+	b.sampling, b.sample, b.sentAt = true, int64(n), now
+	return true
+}
+
+// onAck ends a sample. It returns the new stream window when the sample
+// filled most of the current one (the link can carry more than the window
+// lets through per round trip), else 0.
+func (b *bdpEstimator) onAck(now time.Time) uint32 {
+	if !b.sampling {
+		return 0
+	}
+	b.sampling = false
+	b.since = 0
+	b.lastEnd = now
+	rtt := now.Sub(b.sentAt)
+	if b.rtt == 0 {
+		b.rtt = rtt
+	} else {
+		b.rtt = (7*b.rtt + rtt) / 8
+	}
+	if b.sample*3 < int64(b.window)*2 {
+		return 0
+	}
+	grown := min(int64(b.limit), 2*b.sample)
+	if grown <= int64(b.window) {
+		return 0
+	}
+	b.window = uint32(grown)
+	return b.window
+}

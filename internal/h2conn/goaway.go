@@ -1,0 +1,128 @@
+package h2conn
+
+import (
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+)
+
+// maxStreamID is the largest stream identifier; the first GOAWAY of a
+// graceful shutdown names it so that streams in flight are not refused.
+const maxStreamID = 1<<31 - 1
+
+// onGoAway handles the peer's GOAWAY: no new streams; our streams above its
+// last stream id were not processed and fail as retryable; the others
+// finish, and the connection closes when none is left.
+func (c *Conn) onGoAway(f *h2frame.GoAwayFrame) *Error {
+	c.mu.Lock()
+	c.goAwayRecv = true
+	c.closeGoingAwayLocked()
+	c.wakeSlotLocked()
+	var hooks []hookCall
+	for id, s := range c.streams {
+		if s.local && id > f.LastStreamID {
+			err := &Error{Code: h2frame.ErrCodeRefusedStream, StreamID: id, Initiator: InitiatorPeer,
+				Unprocessed: true, Reason: "goaway"}
+			if h := c.failStreamLocked(s, err); h != nil {
+				hooks = append(hooks, hookCall{h, err})
+			}
+		}
+	}
+	active := c.numLocal + c.numPeer
+	c.mu.Unlock()
+	for _, h := range hooks {
+		h.fn(h.err)
+	}
+	if active == 0 {
+		reason := "goaway"
+		if f.Code != h2frame.ErrCodeNo && len(f.Debug) > 0 {
+			reason = "goaway: " + string(f.Debug)
+		}
+		return &Error{Code: f.Code, Initiator: InitiatorPeer, Reason: reason}
+	}
+	return nil
+}
+
+// goAway sends GOAWAY and stops accepting streams; with an error code it
+// closes the connection.
+func (c *Conn) goAway(code h2frame.ErrCode, debug string, who Initiator) {
+	if code != h2frame.ErrCodeNo {
+		c.fail(&Error{Code: code, Initiator: who, Reason: debug})
+		return
+	}
+	c.mu.Lock()
+	if c.closing || c.goAwaySent {
+		c.mu.Unlock()
+		return
+	}
+	c.goAwaySent = true
+	c.goAwayLastID = c.maxPeerID
+	c.goAwayDebug = debug
+	c.shutdownPhase = 2
+	c.closeGoingAwayLocked()
+	c.wakeSlotLocked()
+	c.queueCtrlLocked(ctrlFrame{kind: ctrlGoAway, id: c.maxPeerID, code: code}, false)
+	c.kickLocked()
+	c.mu.Unlock()
+}
+
+func (c *Conn) gracefulShutdown() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing || c.shutdownPhase > 0 || c.goAwaySent {
+		return
+	}
+	c.closeGoingAwayLocked()
+	c.wakeSlotLocked()
+	if c.role == RoleClient {
+		c.goAwaySent = true
+		c.shutdownPhase = 2
+		c.queueCtrlLocked(ctrlFrame{kind: ctrlGoAway, id: c.maxPeerID, code: h2frame.ErrCodeNo}, false)
+		c.kickLocked()
+		c.drainedLocked()
+		return
+	}
+	// Phase one: a GOAWAY that refuses nothing, and a PING; streams the
+	// client opened before it saw the GOAWAY are still accepted.
+	c.shutdownPhase = 1
+	c.queueCtrlLocked(ctrlFrame{kind: ctrlGoAway, id: maxStreamID, code: h2frame.ErrCodeNo}, false)
+	c.queueCtrlLocked(ctrlFrame{kind: ctrlPing, data: shutdownPingData}, false)
+	c.timers.shutdown = time.AfterFunc(shutdownPingTimeout, c.shutdownTimeout)
+	c.kickLocked()
+}
+
+func (c *Conn) shutdownTimeout() {
+	c.mu.Lock()
+	c.shutdownPhase2Locked()
+	c.mu.Unlock()
+}
+
+// shutdownPhase2Locked sends the final GOAWAY with the real last stream id.
+func (c *Conn) shutdownPhase2Locked() {
+	if c.shutdownPhase != 1 || c.closing {
+		return
+	}
+	c.shutdownPhase = 2
+	c.goAwaySent = true
+	c.goAwayLastID = c.maxPeerID
+	c.queueCtrlLocked(ctrlFrame{kind: ctrlGoAway, id: c.maxPeerID, code: h2frame.ErrCodeNo}, false)
+	c.kickLocked()
+	c.drainedLocked()
+}
+
+// drainedLocked closes a connection that is going away once no stream is
+// left. fail must not run under mu, hence the goroutine (once per
+// connection).
+func (c *Conn) drainedLocked() {
+	if c.closing || c.drainStarted || c.numLocal+c.numPeer != 0 {
+		return
+	}
+	switch {
+	case c.goAwayRecv:
+		c.drainStarted = true
+		go c.fail(&Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorPeer, Reason: "goaway"})
+	case c.shutdownPhase == 2:
+		c.drainStarted = true
+		go c.fail(&Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorUser, Reason: "drained"})
+	}
+}

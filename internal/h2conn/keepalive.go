@@ -1,0 +1,133 @@
+package h2conn
+
+import (
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+)
+
+// timers are the connection's time.AfterFunc timers: no goroutine waits on
+// them between firings.
+type timers struct {
+	settings  *time.Timer // SETTINGS ACK timeout
+	keepalive *time.Timer // client (or server) keepalive ping
+	kaWaiting bool        // keepalive fired a PING and waits for the ACK
+	idle      *time.Timer // server MaxConnectionIdle
+	age       *time.Timer // server MaxConnectionAge
+	grace     *time.Timer // server MaxConnectionAgeGrace
+	shutdown  *time.Timer // second phase of a graceful shutdown
+}
+
+// keepaliveParams returns the role's keepalive ping settings.
+func (c *Conn) keepaliveParams() (every, timeout time.Duration, withoutStreams bool) {
+	if c.role == RoleClient {
+		return c.cfg.KeepaliveTime, c.cfg.KeepaliveTimeout, c.cfg.KeepalivePermitWithoutStream
+	}
+	return c.cfg.ServerKeepaliveTime, c.cfg.ServerKeepaliveTimeout, true
+}
+
+func (c *Conn) startTimersLocked() {
+	if c.cfg.SettingsTimeout > 0 && !c.settingsAcked {
+		c.timers.settings = time.AfterFunc(c.cfg.SettingsTimeout, c.onSettingsTimeout)
+	}
+	if every, _, _ := c.keepaliveParams(); every > 0 {
+		c.timers.keepalive = time.AfterFunc(every, c.onKeepalive)
+	}
+	if c.role == RoleServer {
+		if c.cfg.MaxConnectionIdle > 0 {
+			c.timers.idle = time.AfterFunc(c.cfg.MaxConnectionIdle, c.onIdleTimer)
+		}
+		if c.cfg.MaxConnectionAge > 0 {
+			c.timers.age = time.AfterFunc(c.cfg.MaxConnectionAge, c.onMaxAge)
+		}
+	}
+}
+
+func (c *Conn) stopTimersLocked() {
+	for _, t := range [...]*time.Timer{c.timers.settings, c.timers.keepalive, c.timers.idle, c.timers.age, c.timers.grace, c.timers.shutdown} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+func (c *Conn) onSettingsTimeout() {
+	c.mu.Lock()
+	acked := c.settingsAcked || c.closing
+	c.mu.Unlock()
+	if !acked {
+		c.fail(connErr(h2frame.ErrCodeSettingsTimeout, "settings_ack_timeout"))
+	}
+}
+
+// onKeepalive pings after the configured idle time and closes the
+// connection when neither the ACK nor any other frame arrived within the
+// timeout. Any frame read counts as activity.
+func (c *Conn) onKeepalive() {
+	every, timeout, withoutStreams := c.keepaliveParams()
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	active := c.readActive.Swap(false)
+	if c.timers.kaWaiting {
+		c.timers.kaWaiting = false
+		if c.kaPingOut && !active {
+			c.mu.Unlock()
+			c.fail(connErr(h2frame.ErrCodeNo, "keepalive_timeout"))
+			return
+		}
+		c.kaPingOut = false
+		c.timers.keepalive.Reset(every)
+		c.mu.Unlock()
+		return
+	}
+	if active || (c.numLocal+c.numPeer == 0 && !withoutStreams) {
+		c.timers.keepalive.Reset(every)
+		c.mu.Unlock()
+		return
+	}
+	c.kaPingOut = true
+	c.timers.kaWaiting = true
+	c.queueCtrlLocked(ctrlFrame{kind: ctrlPing, data: keepalivePingData}, false)
+	c.kickLocked()
+	c.timers.keepalive.Reset(timeout)
+	c.mu.Unlock()
+}
+
+// onIdleTimer sends a graceful GOAWAY when the connection had no stream for
+// MaxConnectionIdle.
+func (c *Conn) onIdleTimer() {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	if c.numLocal+c.numPeer == 0 {
+		if left := c.cfg.MaxConnectionIdle - timeNow().Sub(c.idleSince); left > 0 {
+			c.timers.idle.Reset(left)
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		c.gracefulShutdown()
+		return
+	}
+	c.timers.idle.Reset(c.cfg.MaxConnectionIdle)
+	c.mu.Unlock()
+}
+
+// onMaxAge starts a graceful shutdown, then closes hard after the grace.
+func (c *Conn) onMaxAge() {
+	c.gracefulShutdown()
+	if c.cfg.MaxConnectionAgeGrace > 0 {
+		c.mu.Lock()
+		if !c.closing {
+			c.timers.grace = time.AfterFunc(c.cfg.MaxConnectionAgeGrace, func() {
+				c.fail(&Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorUser, Reason: "max_connection_age"})
+			})
+		}
+		c.mu.Unlock()
+	}
+}

@@ -1,0 +1,135 @@
+package h2conn
+
+import "github.com/leangrpc/leangrpc/internal/h2frame"
+
+// queueInitialSettingsLocked queues our SETTINGS and, when our connection
+// window is above the default, the WINDOW_UPDATE that opens it.
+func (c *Conn) queueInitialSettingsLocked() {
+	s := c.localSettings[:0]
+	if c.role == RoleClient {
+		s = append(s, h2frame.Setting{ID: h2frame.SettingEnablePush, Val: 0})
+	} else {
+		s = append(s, h2frame.Setting{ID: h2frame.SettingMaxConcurrentStreams, Val: c.cfg.MaxConcurrentStreams})
+	}
+	if c.cfg.InitialStreamWindow != h2frame.DefaultInitialWindow {
+		s = append(s, h2frame.Setting{ID: h2frame.SettingInitialWindowSize, Val: c.cfg.InitialStreamWindow})
+	}
+	if c.cfg.MaxFrameSize != h2frame.MinMaxFrameSize {
+		s = append(s, h2frame.Setting{ID: h2frame.SettingMaxFrameSize, Val: c.cfg.MaxFrameSize})
+	}
+	if c.cfg.HeaderTableSize != h2frame.DefaultHeaderTableLen {
+		s = append(s, h2frame.Setting{ID: h2frame.SettingHeaderTableSize, Val: c.cfg.HeaderTableSize})
+	}
+	s = append(s, h2frame.Setting{ID: h2frame.SettingMaxHeaderListSize, Val: c.cfg.MaxHeaderListSize})
+	c.localSettings = s
+	c.queueCtrlLocked(ctrlFrame{kind: ctrlSettings}, false)
+	if inc := c.cfg.InitialConnWindow - h2frame.DefaultInitialWindow; inc > 0 {
+		c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: 0, val: inc}, false)
+	}
+}
+
+// onSettings applies the peer's SETTINGS (RFC 9113 §6.5) or records the ACK
+// of ours.
+func (c *Conn) onSettings(f *h2frame.SettingsFrame) *Error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.IsAck() {
+		if !c.settingsAcked {
+			c.settingsAcked = true
+			if c.timers.settings != nil {
+				c.timers.settings.Stop()
+			}
+		}
+		return nil
+	}
+	for _, st := range f.Settings {
+		if err := c.applySettingLocked(st); err != nil {
+			return err
+		}
+	}
+	c.queueCtrlLocked(ctrlFrame{kind: ctrlSettingsAck}, true)
+	if c.peerControl > maxQueuedControlFrames {
+		return connErr(h2frame.ErrCodeEnhanceYourCalm, "control_queue_full")
+	}
+	return nil
+}
+
+func (c *Conn) applySettingLocked(st h2frame.Setting) *Error {
+	v := st.Val
+	switch st.ID {
+	case h2frame.SettingHeaderTableSize:
+		c.peer.headerTableSize = v
+	case h2frame.SettingEnablePush:
+		if c.role == RoleClient && v != 0 {
+			return connErr(h2frame.ErrCodeProtocol, "server_enabled_push")
+		}
+		c.peer.enablePush = v
+	case h2frame.SettingMaxConcurrentStreams:
+		c.peer.maxConcurrentStreams = v
+		c.wakeSlotLocked()
+	case h2frame.SettingInitialWindowSize:
+		if v > h2frame.MaxWindowSize {
+			return connErr(h2frame.ErrCodeFlowControl, "settings_initial_window")
+		}
+		// §6.9.2: the change applies to every open stream's send window.
+		delta := int64(v) - int64(c.peer.initialWindowSize)
+		c.peer.initialWindowSize = v
+		for _, s := range c.streams {
+			if !s.out.add(delta) {
+				return connErr(h2frame.ErrCodeFlowControl, "settings_window_overflow")
+			}
+			if delta > 0 && s.sendKind != sendNone && !s.inReady {
+				c.readyLocked(s)
+			}
+		}
+	case h2frame.SettingMaxFrameSize:
+		if v < h2frame.MinMaxFrameSize || v > h2frame.MaxMaxFrameSize {
+			return connErr(h2frame.ErrCodeProtocol, "settings_max_frame_size")
+		}
+		c.peer.maxFrameSize = v
+		c.wantWrite = c.wantWrite || c.ready.n > 0
+	case h2frame.SettingMaxHeaderListSize:
+		c.peer.maxHeaderListSize = v
+	}
+	// Unknown settings are ignored (§6.5.2).
+	return nil
+}
+
+// peerSetting returns the peer's value for id.
+func (c *Conn) peerSetting(id h2frame.SettingID) uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch id {
+	case h2frame.SettingHeaderTableSize:
+		return c.peer.headerTableSize
+	case h2frame.SettingEnablePush:
+		return c.peer.enablePush
+	case h2frame.SettingMaxConcurrentStreams:
+		return c.peer.maxConcurrentStreams
+	case h2frame.SettingInitialWindowSize:
+		return c.peer.initialWindowSize
+	case h2frame.SettingMaxFrameSize:
+		return c.peer.maxFrameSize
+	case h2frame.SettingMaxHeaderListSize:
+		return c.peer.maxHeaderListSize
+	}
+	return 0
+}
+
+// growStreamWindowLocked raises our SETTINGS_INITIAL_WINDOW_SIZE to w (BDP
+// estimate): open streams get the delta at once, new ones the new value,
+// and the connection window follows so that it stays above the streams'.
+func (c *Conn) growStreamWindowLocked(w uint32) {
+	if w <= c.streamWindow {
+		return
+	}
+	delta := int64(w - c.streamWindow)
+	c.streamWindow = w
+	for _, s := range c.streams {
+		s.in.avail = min(s.in.avail+delta, h2frame.MaxWindowSize)
+	}
+	set := c.localSettings[:0]
+	set = append(set, h2frame.Setting{ID: h2frame.SettingInitialWindowSize, Val: w})
+	c.localSettings = set
+	c.queueCtrlLocked(ctrlFrame{kind: ctrlSettings}, false)
+}

@@ -1,0 +1,536 @@
+package h2conn
+
+import (
+	"context"
+	"io"
+	"sync"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/hpack"
+)
+
+// sendKind is what a stream's send slot holds.
+type sendKind uint8
+
+const (
+	sendNone sendKind = iota
+	sendHeaders
+	sendData
+)
+
+// Stream is one HTTP/2 stream. All its mutable fields are guarded by
+// conn.mu; a stream's sender and receiver goroutines wait on their own
+// one-slot channel, which every change that concerns them signals.
+type Stream struct {
+	id    uint32
+	conn  *Conn
+	local bool // we initiated it
+
+	state streamState
+	out   outflow // send window
+	in    inflow  // receive window
+
+	// The send slot: at most one item, since each writing call blocks
+	// until its item has been encoded.
+	sendKind    sendKind
+	sendFields  []hpack.HeaderField // borrowed from the sender, valid while sendKind == sendHeaders
+	sendBuf     *bufpool.Buffer     // owned by the send slot: freed by the writer once encoded, or by the sender when the stream fails
+	sendOff     int
+	sendEnd     bool
+	sendResult  error // outcome of the last item
+	sendWaiting bool  // the sender is parked on sendCh
+	handoff     bool  // the parked sender was handed the write role
+	inReady     bool  // linked in conn.ready
+	next        *Stream
+	headersSent bool
+	endQueued   bool // END_STREAM was handed to the send slot
+
+	recvQ        bufQueue // owned buffers, handed out by Recv
+	recvEOF      bool     // the peer ended the stream; Recv returns io.EOF once recvQ is empty
+	recvWaiting  bool
+	gotHeaders   bool // client: response headers arrived
+	trailersOnly bool // client: the response headers ended the stream
+
+	hdrs []hpack.HeaderField // request (server) or response (client) headers
+	trls []hpack.HeaderField
+
+	contentLength int64 // -1: none declared
+	recvBytes     int64
+
+	err       *Error // why the stream ended abnormally
+	resetHook func(error)
+	hookDone  bool
+	done      chan struct{} // made on first Done call
+	doneFired bool
+
+	recvCh chan struct{} // one slot; signals the receiver
+	sendCh chan struct{} // one slot; signals the sender
+}
+
+var streamPool = sync.Pool{New: func() any {
+	return &Stream{recvCh: make(chan struct{}, 1), sendCh: make(chan struct{}, 1)}
+}}
+
+// newStreamLocked takes a stream object from the pool and registers it.
+func (c *Conn) newStreamLocked(id uint32, local bool) *Stream {
+	s := streamPool.Get().(*Stream)
+	s.id, s.conn, s.local = id, c, local
+	s.state = stateIdle
+	s.out.n = int64(c.peer.initialWindowSize)
+	s.in.init(c.streamWindow)
+	s.contentLength = -1
+	c.streams[id] = s
+	if local {
+		c.numLocal++
+	} else {
+		c.numPeer++
+	}
+	return s
+}
+
+func (s *Stream) signalRecv() {
+	if s.recvWaiting {
+		select {
+		case s.recvCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *Stream) signalSend() {
+	if s.sendWaiting {
+		select {
+		case s.sendCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// bufQueue is a FIFO of owned buffers.
+type bufQueue struct {
+	q    []*bufpool.Buffer
+	head int
+}
+
+func (q *bufQueue) push(b *bufpool.Buffer) { q.q = append(q.q, b) }
+
+func (q *bufQueue) pop() *bufpool.Buffer {
+	if q.head == len(q.q) {
+		return nil
+	}
+	b := q.q[q.head]
+	q.q[q.head] = nil
+	q.head++
+	if q.head == len(q.q) {
+		q.q, q.head = q.q[:0], 0
+	}
+	return b
+}
+
+// freeAll frees every queued buffer (each is owned by the queue).
+func (q *bufQueue) freeAll() {
+	for b := q.pop(); b != nil; b = q.pop() {
+		b.Free()
+	}
+}
+
+// setStateLocked moves s to st, doing the bookkeeping of the new state.
+func (c *Conn) setStateLocked(s *Stream, st streamState) {
+	old := s.state
+	if old == st {
+		return
+	}
+	s.state = st
+	if st == stateClosed {
+		c.streamClosedLocked(s)
+		return
+	}
+	if c.role == RoleServer && old == stateOpen && st == stateHalfClosedLocal && s.err == nil {
+		// The response is complete before the request: tell the client
+		// to stop sending with RST_STREAM(NO_ERROR) (RFC 9113 §8.1).
+		c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: s.id, code: h2frame.ErrCodeNo}, false)
+		s.recvQ.freeAll()
+		s.err = &Error{Code: h2frame.ErrCodeNo, StreamID: s.id, Initiator: InitiatorEngine, Reason: "response_complete"}
+		s.state = stateClosed
+		c.streamClosedLocked(s)
+		s.signalRecv()
+	}
+}
+
+// streamClosedLocked unregisters a stream that reached the closed state.
+func (c *Conn) streamClosedLocked(s *Stream) {
+	if c.streams[s.id] == s {
+		delete(c.streams, s.id)
+		if s.local {
+			c.numLocal--
+			c.wakeSlotLocked()
+		} else {
+			c.numPeer--
+			c.rememberClosedLocked(s.id)
+		}
+	}
+	if s.done != nil && !s.doneFired {
+		close(s.done)
+	}
+	s.doneFired = true
+	if c.numLocal+c.numPeer == 0 {
+		c.idleSince = timeNow()
+		c.drainedLocked()
+	}
+}
+
+func (c *Conn) wakeSlotLocked() {
+	if c.slotFree != nil {
+		close(c.slotFree)
+		c.slotFree = nil
+	}
+}
+
+// failStreamLocked ends s abnormally with err. It returns the reset hook
+// to call once mu is released, if any.
+func (c *Conn) failStreamLocked(s *Stream, err *Error) func(error) {
+	if s.err == nil {
+		s.err = err
+	}
+	if err.Initiator == InitiatorUser || !s.recvEOF {
+		s.recvQ.freeAll() // queued payloads nobody will read
+		s.recvEOF = false
+	}
+	c.setStateLocked(s, stateClosed)
+	s.signalRecv()
+	s.signalSend()
+	if s.resetHook != nil && !s.hookDone && err.Initiator != InitiatorUser {
+		s.hookDone = true
+		return s.resetHook
+	}
+	return nil
+}
+
+func (c *Conn) newStream(ctx context.Context, fields []hpack.HeaderField, endStream bool) (*Stream, error) {
+	if c.role != RoleClient {
+		return nil, ErrWrongRole
+	}
+	c.mu.Lock()
+	for {
+		if c.closing {
+			err := c.closeErr
+			c.mu.Unlock()
+			return nil, err
+		}
+		if c.goAwayRecv || c.goAwaySent || c.nextID > h2frame.MaxWindowSize {
+			c.mu.Unlock()
+			return nil, ErrGoingAway
+		}
+		if uint32(c.numLocal) < c.peer.maxConcurrentStreams {
+			break
+		}
+		if c.slotFree == nil {
+			c.slotFree = make(chan struct{})
+		}
+		ch := c.slotFree
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		c.mu.Lock()
+	}
+	s := c.newStreamLocked(c.nextID, true)
+	c.nextID += 2
+	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, endStream
+	s.endQueued = endStream
+	c.readyLocked(s)
+	if err := s.waitSendLocked(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// waitSendLocked waits until the send slot's item is encoded or the stream
+// fails, writing itself whenever nobody else holds the write role. Called
+// with mu held; returns with it released.
+func (s *Stream) waitSendLocked() error {
+	c := s.conn
+	for {
+		if s.sendKind == sendNone {
+			err := s.sendResult
+			s.sendResult = nil
+			c.mu.Unlock()
+			return err
+		}
+		if s.err != nil {
+			s.dropSendLocked()
+			err := s.err
+			c.mu.Unlock()
+			return err
+		}
+		if !c.writing && !c.closing && c.wantWrite {
+			c.writing = true
+			c.writeLoop(s)
+			continue
+		}
+		s.sendWaiting = true
+		c.mu.Unlock()
+		<-s.sendCh
+		c.mu.Lock()
+		s.sendWaiting = false
+		if s.handoff {
+			s.handoff = false
+			c.writeLoop(s)
+		}
+	}
+}
+
+// dropSendLocked empties the send slot of a failed stream.
+func (s *Stream) dropSendLocked() {
+	if s.sendBuf != nil {
+		s.sendBuf.Free() // the send slot's reference (see sendBuf)
+		s.sendBuf = nil
+	}
+	s.sendFields = nil
+	s.sendKind = sendNone
+	s.sendResult = nil
+}
+
+func (s *Stream) headers() []hpack.HeaderField {
+	c := s.conn
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.local && !s.gotHeaders {
+		return nil
+	}
+	return s.hdrs
+}
+
+func (s *Stream) trailers() []hpack.HeaderField {
+	c := s.conn
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return s.trls
+}
+
+func (s *Stream) recvHeaders() ([]hpack.HeaderField, bool, error) {
+	if !s.local {
+		return nil, false, ErrWrongRole
+	}
+	c := s.conn
+	c.mu.Lock()
+	for {
+		if s.gotHeaders {
+			end := s.trailersOnly
+			h := s.hdrs
+			c.mu.Unlock()
+			return h, end, nil
+		}
+		if s.err != nil {
+			err := s.err
+			c.mu.Unlock()
+			return nil, false, err
+		}
+		if s.recvEOF {
+			c.mu.Unlock()
+			return nil, true, &Error{Code: h2frame.ErrCodeProtocol, StreamID: s.id, Initiator: InitiatorPeer, Reason: "no_response_headers"}
+		}
+		s.recvWaiting = true
+		c.mu.Unlock()
+		<-s.recvCh
+		c.mu.Lock()
+		s.recvWaiting = false
+	}
+}
+
+func (s *Stream) recv() (*bufpool.Buffer, error) {
+	c := s.conn
+	c.mu.Lock()
+	for {
+		if b := s.recvQ.pop(); b != nil {
+			// b leaves the receive queue: the caller owns it now.
+			if !s.recvEOF && s.err == nil {
+				if inc := s.in.credit(b.Len(), c.streamWindow); inc > 0 {
+					c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: s.id, val: inc}, false)
+					c.flushLocked()
+				}
+			}
+			c.mu.Unlock()
+			return b, nil
+		}
+		if s.recvEOF {
+			c.mu.Unlock()
+			return nil, io.EOF
+		}
+		if s.err != nil {
+			err := s.err
+			c.mu.Unlock()
+			return nil, err
+		}
+		s.recvWaiting = true
+		c.mu.Unlock()
+		<-s.recvCh
+		c.mu.Lock()
+		s.recvWaiting = false
+	}
+}
+
+func (s *Stream) expectMessage(n int) {
+	if n <= 0 {
+		return
+	}
+	c := s.conn
+	c.mu.Lock()
+	if s.err == nil && !s.recvEOF && s.state.canRecv() {
+		if inc := s.in.widen(int64(min(n, MaxExpectBytes))); inc > 0 {
+			c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: s.id, val: inc}, false)
+			c.flushLocked()
+		}
+	}
+	c.mu.Unlock()
+}
+
+func (s *Stream) writeHeaders(fields []hpack.HeaderField, end bool) error {
+	c := s.conn
+	c.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		c.mu.Unlock()
+		return err
+	}
+	if s.endQueued || !s.state.canSend() && s.state != stateIdle {
+		c.mu.Unlock()
+		return ErrSendClosed
+	}
+	if s.headersSent && !end {
+		c.mu.Unlock()
+		return ErrTrailersMustEnd
+	}
+	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, end
+	s.endQueued = end
+	c.readyLocked(s)
+	return s.waitSendLocked()
+}
+
+func (s *Stream) writeData(b *bufpool.Buffer, end bool) error {
+	c := s.conn
+	c.mu.Lock()
+	var err error
+	switch {
+	case s.err != nil:
+		err = s.err
+	case s.endQueued || !s.state.canSend():
+		err = ErrSendClosed
+		if !s.headersSent {
+			err = ErrHeadersNotSent
+		}
+	}
+	if err != nil {
+		c.mu.Unlock()
+		if b != nil {
+			b.Free() // we took ownership; the write is refused
+		}
+		return err
+	}
+	s.sendKind, s.sendBuf, s.sendOff, s.sendEnd = sendData, b, 0, end
+	s.endQueued = end
+	c.readyLocked(s)
+	return s.waitSendLocked()
+}
+
+func (s *Stream) reset(code h2frame.ErrCode) {
+	c := s.conn
+	c.mu.Lock()
+	if s.state == stateClosed {
+		s.recvQ.freeAll() // the user gives up on what is left
+		s.recvEOF = false
+		if s.err == nil {
+			s.err = &Error{Code: code, StreamID: s.id, Initiator: InitiatorUser, Reason: "reset"}
+		}
+		c.mu.Unlock()
+		return
+	}
+	wasIdle := s.state == stateIdle
+	err := &Error{Code: code, StreamID: s.id, Initiator: InitiatorUser, Reason: "reset"}
+	c.failStreamLocked(s, err)
+	if !wasIdle && !c.closing {
+		c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: s.id, code: code}, false)
+		c.flushLocked()
+	}
+	c.mu.Unlock()
+}
+
+func (s *Stream) doneCh() <-chan struct{} {
+	c := s.conn
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.done == nil {
+		s.done = make(chan struct{})
+		if s.doneFired {
+			close(s.done)
+		}
+	}
+	return s.done
+}
+
+func (s *Stream) errNow() error {
+	c := s.conn
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.err == nil || (s.err.Code == h2frame.ErrCodeNo && s.err.Reason == "response_complete") {
+		return nil
+	}
+	return s.err
+}
+
+func (s *Stream) setResetHook(f func(error)) {
+	c := s.conn
+	c.mu.Lock()
+	if s.err != nil && s.err.Initiator != InitiatorUser && !s.hookDone && s.state == stateClosed {
+		s.hookDone = true
+		err := s.err
+		c.mu.Unlock()
+		f(err)
+		return
+	}
+	s.resetHook = f
+	c.mu.Unlock()
+}
+
+func (s *Stream) release() {
+	c := s.conn
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	if s.state != stateClosed {
+		err := &Error{Code: h2frame.ErrCodeCancel, StreamID: s.id, Initiator: InitiatorUser, Reason: "released"}
+		wasIdle := s.state == stateIdle
+		c.failStreamLocked(s, err)
+		if !wasIdle && !c.closing {
+			c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: s.id, code: h2frame.ErrCodeCancel}, false)
+			c.flushLocked()
+		}
+	}
+	s.recvQ.freeAll()
+	reuse := !s.inReady && !s.sendWaiting && !s.recvWaiting && s.sendKind == sendNone
+	if reuse {
+		hdrs, trls, q := s.hdrs[:0], s.trls[:0], s.recvQ.q[:0]
+		if s.trailersOnly {
+			trls = nil // it aliased hdrs
+		}
+		recvCh, sendCh := s.recvCh, s.sendCh
+		select {
+		case <-recvCh:
+		default:
+		}
+		select {
+		case <-sendCh:
+		default:
+		}
+		*s = Stream{hdrs: hdrs, trls: trls, recvCh: recvCh, sendCh: sendCh}
+		s.recvQ.q = q
+	}
+	c.mu.Unlock()
+	if reuse {
+		streamPool.Put(s)
+	}
+}

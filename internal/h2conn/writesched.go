@@ -1,0 +1,324 @@
+package h2conn
+
+import (
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/hpack"
+)
+
+// The write path. There is no resident writer goroutine: the "write role"
+// (Conn.writing) is held by whoever is encoding and flushing. A goroutine
+// that queues something (a stream's sender, Recv's WINDOW_UPDATE, Reset)
+// takes the role itself when it is free and writes everything queued by
+// everyone: frames from all streams go out together, in as few syscalls as
+// the batch allows (flat combining). The reader never takes the role, so
+// it never blocks on the socket: it queues its control frames and, if
+// nobody writes, hands the role to a parked sender whose stream became
+// sendable or starts a short-lived writer goroutine that exits when the
+// queues are empty.
+//
+// Flow control is pulled at send time: a stream with something in its send
+// slot sits in the ready list; the writer takes from it at most what the
+// stream window, the connection window and the peer's max frame size
+// allow, one frame per stream per round (round-robin).
+
+// ctrlKind is the type of a queued control frame.
+type ctrlKind uint8
+
+const (
+	ctrlSettings ctrlKind = iota + 1
+	ctrlSettingsAck
+	ctrlPing
+	ctrlPingAck
+	ctrlWindowUpdate
+	ctrlRST
+	ctrlGoAway
+	ctrl431 // HEADERS ":status 431" ending the stream, for a header list over our limit
+)
+
+// ctrlFrame is a queued control frame; small, copied by value.
+type ctrlFrame struct {
+	kind ctrlKind
+	id   uint32 // stream, or GOAWAY's last stream id
+	val  uint32 // WINDOW_UPDATE increment
+	code h2frame.ErrCode
+	data [8]byte // PING payload
+}
+
+var headers431 = []hpack.HeaderField{{Name: ":status", Value: "431"}}
+
+// readyList is a FIFO of streams with something in their send slot,
+// linked through Stream.next.
+type readyList struct {
+	head, tail *Stream
+	n          int
+}
+
+func (l *readyList) push(s *Stream) {
+	s.inReady = true
+	s.next = nil
+	if l.tail == nil {
+		l.head = s
+	} else {
+		l.tail.next = s
+	}
+	l.tail = s
+	l.n++
+}
+
+func (l *readyList) pop() *Stream {
+	s := l.head
+	if s == nil {
+		return nil
+	}
+	l.head = s.next
+	if l.head == nil {
+		l.tail = nil
+	}
+	s.next = nil
+	s.inReady = false
+	l.n--
+	return s
+}
+
+// readyLocked announces that s has something to send.
+func (c *Conn) readyLocked(s *Stream) {
+	if !s.inReady {
+		c.ready.push(s)
+	}
+	c.wantWrite = true
+}
+
+// queueCtrlLocked queues a control frame. fromPeer marks frames the peer
+// made us queue (ACKs, resets), which maxQueuedControlFrames caps.
+func (c *Conn) queueCtrlLocked(f ctrlFrame, fromPeer bool) {
+	if c.closing {
+		return
+	}
+	c.ctrl = append(c.ctrl, f)
+	if fromPeer {
+		c.peerControl++
+	}
+	c.wantWrite = true
+}
+
+// kickLocked makes sure queued frames get written without blocking the
+// caller: it hands the write role to a parked sender or starts a writer
+// goroutine. Used by the reader and by timers.
+func (c *Conn) kickLocked() {
+	if c.writing || c.closing || !c.wantWrite {
+		return
+	}
+	c.writing = true
+	if s := c.parkedSenderLocked(); s != nil {
+		s.handoff = true
+		s.signalSend()
+		return
+	}
+	go c.runWriter()
+}
+
+func (c *Conn) runWriter() {
+	c.mu.Lock()
+	c.writeLoop(nil)
+	c.mu.Unlock()
+}
+
+// flushLocked writes queued frames on the calling goroutine when nobody
+// else is writing. Only for goroutines that may block on the socket.
+func (c *Conn) flushLocked() {
+	if c.writing || c.closing || !c.wantWrite {
+		return
+	}
+	c.writing = true
+	c.writeLoop(nil)
+}
+
+// parkedSenderLocked returns a parked sender near the front of the ready
+// list, to hand the write role to.
+func (c *Conn) parkedSenderLocked() *Stream {
+	i := 0
+	for s := c.ready.head; s != nil && i < 8; s = s.next {
+		if s.sendWaiting && s.sendKind != sendNone {
+			return s
+		}
+		i++
+	}
+	return nil
+}
+
+// writeLoop runs with mu held by the holder of the write role: it encodes
+// what is queued, flushes without mu, and repeats until nothing is left;
+// then it releases the role. self is the calling sender's stream, if any:
+// once its own item is written it passes the role to another parked
+// sender rather than writing for everyone indefinitely.
+func (c *Conn) writeLoop(self *Stream) {
+	for {
+		if !c.closing {
+			c.wantWrite = false
+			c.applyPeerSettingsLocked()
+			c.encodeCtrlLocked()
+			c.encodeStreamsLocked()
+		}
+		if c.fw.Buffered() == 0 {
+			break
+		}
+		c.mu.Unlock()
+		err := c.fw.Flush()
+		c.mu.Lock()
+		if err != nil {
+			c.writing = false
+			c.idleCond.Broadcast()
+			c.mu.Unlock()
+			c.fail(&Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorPeer, Reason: "write", Cause: err})
+			c.mu.Lock()
+			return
+		}
+		if self != nil && self.sendKind == sendNone && !c.closing {
+			if s := c.parkedSenderLocked(); s != nil && s != self {
+				s.handoff = true
+				s.signalSend()
+				return // the role passes to s
+			}
+		}
+	}
+	c.writing = false
+	c.idleCond.Broadcast()
+}
+
+// applyPeerSettingsLocked passes SETTINGS changes that concern encoding to
+// fw before anything else is encoded.
+func (c *Conn) applyPeerSettingsLocked() {
+	if c.peer.appliedFrameSize != c.peer.maxFrameSize {
+		c.peer.appliedFrameSize = c.peer.maxFrameSize
+		c.fw.SetPeerMaxFrameSize(c.peer.maxFrameSize)
+	}
+	if c.peer.appliedTableSize != c.peer.headerTableSize {
+		c.peer.appliedTableSize = c.peer.headerTableSize
+		c.fw.Encoder().SetPeerMaxTableSize(c.peer.headerTableSize)
+	}
+}
+
+func (c *Conn) encodeCtrlLocked() {
+	for i := range c.ctrl {
+		f := &c.ctrl[i]
+		switch f.kind {
+		case ctrlSettings:
+			c.fw.WriteSettings(c.localSettings...)
+		case ctrlSettingsAck:
+			c.fw.WriteSettingsAck()
+		case ctrlPing:
+			c.fw.WritePing(false, f.data)
+		case ctrlPingAck:
+			c.fw.WritePing(true, f.data)
+		case ctrlWindowUpdate:
+			c.fw.WriteWindowUpdate(f.id, f.val)
+		case ctrlRST:
+			c.fw.WriteRSTStream(f.id, f.code)
+		case ctrlGoAway:
+			c.fw.WriteGoAway(f.id, f.code, []byte(c.goAwayDebug))
+		case ctrl431:
+			c.fw.WriteHeaders(f.id, true, headers431)
+		}
+	}
+	c.ctrl = c.ctrl[:0]
+	c.peerControl = 0
+}
+
+// encodeStreamsLocked runs round-robin over the ready list, one frame per
+// stream per round, until the batch budget is spent or no stream can make
+// progress.
+func (c *Conn) encodeStreamsLocked() {
+	budget := c.cfg.WriteBatchBytes
+	for budget > 0 && c.ready.n > 0 {
+		progress := false
+		for n := c.ready.n; n > 0 && budget > 0; n-- {
+			s := c.ready.pop()
+			p, keep := c.encodeOneLocked(s, &budget)
+			progress = progress || p
+			if keep {
+				c.ready.push(s)
+			}
+		}
+		if !progress {
+			return
+		}
+	}
+}
+
+// encodeOneLocked encodes at most one frame from s's send slot. It reports
+// whether it wrote something and whether s stays in the ready list.
+func (c *Conn) encodeOneLocked(s *Stream, budget *int) (progress, keep bool) {
+	if s.err != nil || s.sendKind == sendNone {
+		return false, false
+	}
+	switch s.sendKind {
+	case sendHeaders:
+		st, err := s.state.sendHeaders(s.sendEnd)
+		if err != nil {
+			c.finishSendLocked(s, ErrSendClosed)
+			return false, false
+		}
+		c.fw.WriteHeaders(s.id, s.sendEnd, s.sendFields)
+		*budget -= 128
+		s.headersSent = true
+		c.resetStrikes = true
+		c.finishSendLocked(s, nil)
+		c.setStateLocked(s, st)
+		return true, false
+	case sendData:
+		rem := 0
+		if s.sendBuf != nil {
+			rem = s.sendBuf.Len() - s.sendOff
+		}
+		if rem == 0 {
+			st, err := s.state.sendData(s.sendEnd)
+			if err != nil {
+				s.dropSendLocked()
+				c.finishSendLocked(s, ErrSendClosed)
+				return false, false
+			}
+			c.fw.WriteData(s.id, s.sendEnd, nil)
+			*budget -= h2frame.HeaderLen
+			if s.sendBuf != nil {
+				s.sendBuf.Free() // the send slot's reference; nothing to send
+				s.sendBuf = nil
+			}
+			c.finishSendLocked(s, nil)
+			c.setStateLocked(s, st)
+			return true, false
+		}
+		n := min(int64(rem), s.out.avail(), c.outflow.avail(), int64(c.peer.appliedFrameSize))
+		if n <= 0 {
+			// Blocked on the stream window: its WINDOW_UPDATE (or a
+			// SETTINGS increase) puts it back. Blocked on the
+			// connection window only: keep its place.
+			return false, s.out.avail() > 0
+		}
+		last := int(n) == rem
+		end := last && s.sendEnd
+		c.fw.WriteDataBuffer(s.id, end, s.sendBuf, s.sendOff, int(n))
+		s.out.take(n)
+		c.outflow.take(n)
+		s.sendOff += int(n)
+		*budget -= int(n) + h2frame.HeaderLen
+		c.resetStrikes = true
+		if !last {
+			return true, true
+		}
+		s.sendBuf.Free() // the send slot's reference; fw holds its own until the flush
+		s.sendBuf = nil
+		st, _ := s.state.sendData(end)
+		c.finishSendLocked(s, nil)
+		c.setStateLocked(s, st)
+		return true, false
+	}
+	return false, false
+}
+
+// finishSendLocked empties the send slot and wakes its sender.
+func (c *Conn) finishSendLocked(s *Stream, err error) {
+	s.sendKind = sendNone
+	s.sendFields = nil
+	s.sendResult = err
+	s.signalSend()
+}
