@@ -262,7 +262,8 @@ func (s *ClientStream) end(err error) error {
 		s.stop()
 	}
 	s.parser.Close()
-	s.st.Release()
+	// The stream is not Released: a SendMsg on another goroutine may still
+	// be using it, and Release is optional.
 	return err
 }
 

@@ -68,9 +68,14 @@ func NewServerStream(parent context.Context, st *h2conn.Stream, req Request, cfg
 		s.ctx, s.cancel = context.WithTimeout(parent, req.Timeout)
 		ctx := s.ctx
 		s.stop = context.AfterFunc(ctx, func() {
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return
+			}
+			s.mu.Lock()
+			if !s.finished {
 				st.Reset(h2frame.ErrCodeCancel)
 			}
+			s.mu.Unlock()
 		})
 	} else {
 		s.ctx, s.cancel = context.WithCancel(parent)
@@ -238,6 +243,10 @@ func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
 	}
 	s.cancel()
 	s.parser.Close()
+	// The deadline watcher checks finished under mu; taking mu once more
+	// waits out a watcher that started before finished was set.
+	s.mu.Lock()
+	s.mu.Unlock() //nolint:staticcheck // barrier
 	s.st.Release()
 	if err != nil {
 		return StreamStatusError(s.ctx, err)
