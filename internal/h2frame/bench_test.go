@@ -209,53 +209,69 @@ func benchWriteHeadersXnet(b *testing.B) {
 }
 
 // BenchmarkCopyVsIovec measures the WriteDataBuffer threshold: four DATA
-// frames of each size per Flush into a loopback TCP socket (drained by a
-// goroutine), with the payload copied into the write buffer or passed as
-// its own iovec.
+// frames of each size per Flush, with the payload copied into the write
+// buffer or passed as its own iovec, into an in-memory VectorWriter (user
+// space cost only) and into a loopback TCP socket drained by a goroutine.
 func BenchmarkCopyVsIovec(b *testing.B) {
-	for _, n := range []int{256, 1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 << 10, 64 << 10} {
-		for _, mode := range []string{"copy", "iovec"} {
-			b.Run(strconv.Itoa(n)+"/"+mode, func(b *testing.B) {
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer ln.Close()
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
-					c, err := ln.Accept()
-					if err != nil {
-						return
+	for _, sink := range []string{"mem", "tcp"} {
+		for _, n := range []int{512, 1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 << 10} {
+			for _, mode := range []string{"copy", "iovec"} {
+				b.Run(sink+"/"+strconv.Itoa(n)+"/"+mode, func(b *testing.B) {
+					var dst io.Writer = &discardVec{}
+					if sink == "tcp" {
+						c, stop := loopbackConn(b)
+						defer stop()
+						dst = c
 					}
-					io.Copy(io.Discard, c)
-					c.Close()
-				}()
-				c, err := net.Dial("tcp", ln.Addr().String())
-				if err != nil {
-					b.Fatal(err)
-				}
-				w := NewWriter(c, WriterConfig{PeerMaxFrameSize: MaxMaxFrameSize})
-				if mode == "copy" {
-					w.copyMin = 1 << 30
-				} else {
-					w.copyMin = 0
-				}
-				payload := bufpool.Default().Get(n)
-				b.SetBytes(int64(4 * n))
-				b.ReportAllocs()
-				for b.Loop() {
-					for range 4 {
-						w.WriteDataBuffer(1, false, payload, 0, n)
+					w := NewWriter(dst, WriterConfig{PeerMaxFrameSize: MaxMaxFrameSize})
+					defer w.Close()
+					if mode == "copy" {
+						w.copyMin = 1 << 30
+					} else {
+						w.copyMin = 0
 					}
-					if err := w.Flush(); err != nil {
-						b.Fatal(err)
+					payload := bufpool.Default().Get(n)
+					defer payload.Free()
+					b.SetBytes(int64(4 * n))
+					b.ReportAllocs()
+					for b.Loop() {
+						for range 4 {
+							w.WriteDataBuffer(1, false, payload, 0, n)
+						}
+						if err := w.Flush(); err != nil {
+							b.Fatal(err)
+						}
 					}
-				}
-				payload.Free()
-				c.Close()
-				<-done
-			})
+				})
+			}
 		}
+	}
+}
+
+// loopbackConn returns the client side of a loopback TCP connection whose
+// server side a goroutine drains, and a function that closes both.
+func loopbackConn(b *testing.B) (net.Conn, func()) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, c)
+		c.Close()
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, func() {
+		c.Close()
+		<-done
+		ln.Close()
 	}
 }
