@@ -137,26 +137,48 @@ func (c *child) forwardStderr(w io.Writer) {
 	}
 }
 
-// crashSummary extracts "panic: msg (in func)" from a Go crash dump.
+// crashSummary extracts "panic: msg (in func)" from a Go crash dump: the
+// first panic or fatal error line, and the innermost frame of the crashing
+// goroutine outside the standard library.
 func crashSummary(stderr string) string {
 	lines := strings.Split(stderr, "\n")
 	msg := ""
 	for i, l := range lines {
-		if msg == "" && (strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ")) {
-			msg = strings.TrimSpace(l)
+		if msg == "" {
+			if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") {
+				msg = strings.TrimSpace(l)
+			}
 			continue
 		}
-		if msg != "" && strings.HasPrefix(l, "goroutine ") && i+1 < len(lines) {
-			fn := strings.TrimSpace(lines[i+1])
-			if strings.HasPrefix(fn, "panic(") && i+3 < len(lines) {
-				fn = strings.TrimSpace(lines[i+3])
+		if !strings.HasPrefix(l, "goroutine ") {
+			continue
+		}
+		first := ""
+		for _, fl := range lines[i+1:] {
+			if fl == "" || strings.HasPrefix(fl, "goroutine ") {
+				break
 			}
+			if strings.HasPrefix(fl, "\t") || strings.HasPrefix(fl, "created by ") {
+				continue
+			}
+			fn := fl
 			if j := strings.LastIndex(fn, "("); j > 0 && strings.HasSuffix(fn, ")") {
 				fn = fn[:j]
 			}
-			fn = strings.TrimPrefix(fn, "github.com/leangrpc/leangrpc/")
-			return msg + " (in " + fn + ")"
+			if first == "" {
+				first = fn
+			}
+			// Outside the standard library: a path whose first element
+			// has a dot (a module), or package main.
+			if pkg, _, ok := strings.Cut(fn, "/"); ok && strings.Contains(pkg, ".") || strings.HasPrefix(fn, "main.") {
+				first = fn
+				break
+			}
 		}
+		if first == "" {
+			return msg
+		}
+		return msg + " (in " + strings.TrimPrefix(first, "github.com/leangrpc/leangrpc/") + ")"
 	}
 	return msg
 }
