@@ -148,8 +148,13 @@ func (w *Writer) cut() {
 
 // header appends a frame header; the caller made room for it.
 func (w *Writer) header(length int, t Type, f Flags, streamID uint32) {
-	w.wb = append(w.wb, byte(length>>16), byte(length>>8), byte(length),
-		byte(t), byte(f), byte(streamID>>24)&0x7f, byte(streamID>>16), byte(streamID>>8), byte(streamID))
+	i := len(w.wb)
+	b := w.wb[:i+HeaderLen]
+	h := b[i : i+HeaderLen : i+HeaderLen]
+	h[0], h[1], h[2] = byte(length>>16), byte(length>>8), byte(length)
+	h[3], h[4] = byte(t), byte(f)
+	binary.BigEndian.PutUint32(h[5:], streamID&(1<<31-1))
+	w.wb = b
 	w.queued += HeaderLen + length
 }
 
@@ -307,6 +312,15 @@ func (w *Writer) WriteRaw(h FrameHeader, payload []byte) {
 // Flush writes everything queued in as few system calls as it can, then
 // returns the write buffer to the pool and drops payload references.
 func (w *Writer) Flush() error {
+	if w.cur == nil && len(w.iov) == 0 {
+		// Everything is in the inline buffer (or nothing is queued).
+		var err error
+		if len(w.wb) > 0 {
+			_, err = w.dst.Write(w.wb)
+		}
+		w.wb, w.seg, w.queued = nil, 0, 0
+		return err
+	}
 	w.cut()
 	if w.cur != nil {
 		w.held = append(w.held, w.cur) // freed below
@@ -314,7 +328,6 @@ func (w *Writer) Flush() error {
 	w.cur, w.wb, w.seg = nil, nil, 0
 	var err error
 	switch {
-	case len(w.iov) == 0:
 	case len(w.iov) == 1:
 		_, err = w.dst.Write(w.iov[0])
 	case w.vw != nil:
