@@ -18,6 +18,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -93,10 +94,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile after each measured run, and FILE.base before it (go tool pprof -base FILE.base FILE)")
 	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate while profiling (0: leave the default)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: leanbench [flags]           (no flags: the quick suite)\n       leanbench compare OLD.json NEW.json\n\n")
+		fmt.Fprintf(stderr, "usage: leanbench [flags]\n       leanbench compare OLD.json NEW.json\n\n"+
+			"Without -workloads, -reqSizeBytes, -respSizeBytes, -maxConcurrentCalls and\n"+
+			"-connections it runs the quick suite (about a minute); the other flags apply to it.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if fs.NArg() > 0 {
