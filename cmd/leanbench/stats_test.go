@@ -134,3 +134,15 @@ func TestSizeAndLatencyLabels(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkHistogram(b *testing.B) {
+	b.Run("Record", func(b *testing.B) {
+		b.ReportAllocs()
+		h := new(Histogram)
+		d := time.Duration(1)
+		for b.Loop() {
+			h.Record(d)
+			d = (d*31 + 7) % (10 * time.Second)
+		}
+	})
+}
