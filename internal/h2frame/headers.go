@@ -158,6 +158,9 @@ func (r *Reader) finishBlock(block []byte) (Frame, error) {
 		return &r.ppf, nil
 	}
 	f := &r.hf
+	if cap(f.Fields) > maxRetainedFields {
+		f.Fields = nil // one huge list should not pin memory for good
+	}
 	clear(f.Fields) // drop references to the last block's strings
 	f.Fields = f.Fields[:0]
 	err := r.dec.Decode(block, r.maxList, r.emitFn)

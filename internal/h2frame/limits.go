@@ -59,3 +59,11 @@ const (
 // maxEmptyReads is how many (0, nil) reads in a row the Reader accepts from
 // its source before giving up with io.ErrNoProgress, as bufio does.
 const maxEmptyReads = 100
+
+// Scratch space kept between frames is dropped when one unusual frame grew
+// it past these sizes, so that a connection does not pin the memory of its
+// largest header list or GOAWAY for the rest of its life.
+const (
+	maxRetainedFields  = 256      // decoded fields of one header list
+	maxRetainedScratch = 64 << 10 // encoded header block, GOAWAY debug data
+)

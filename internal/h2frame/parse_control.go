@@ -112,6 +112,9 @@ func (r *Reader) parseGoAway(h FrameHeader, p []byte) (Frame, error) {
 	f.Code = ErrCode(binary.BigEndian.Uint32(p[4:]))
 	// The read buffer may go back to the pool before the caller looks at
 	// the debug data: keep a copy the Reader owns.
+	if cap(r.debug) > maxRetainedScratch {
+		r.debug = nil
+	}
 	r.debug = append(r.debug[:0], p[8:]...)
 	f.Debug = r.debug
 	return f, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
@@ -190,5 +191,68 @@ func TestLargeDataReadDirect(t *testing.T) {
 	}
 	if len(spy.sizes) != 1 {
 		t.Fatalf("%d reads for 50 small frames in one buffer, want 1", len(spy.sizes))
+	}
+}
+
+// alignedReady is a ReadySource delivering one chunk per ReadReady; its
+// plain Read must never be needed because chunks end on frame boundaries.
+type alignedReady struct {
+	t      *testing.T
+	chunks [][]byte
+}
+
+func (a *alignedReady) Read(p []byte) (int, error) {
+	a.t.Error("Read called: the Reader kept a buffer across a frame boundary")
+	return 0, io.ErrUnexpectedEOF
+}
+
+func (a *alignedReady) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+	if len(a.chunks) == 0 {
+		return nil, io.EOF
+	}
+	c := a.chunks[0]
+	a.chunks = a.chunks[1:]
+	b := pool.Get(size)
+	b.SetLen(copy(b.Bytes(), c))
+	return b, nil
+}
+
+// TestPooledIdleBetweenFrames checks that a pooled Reader takes a fresh
+// buffer through ReadReady for every chunk that starts on a frame boundary,
+// also between a HEADERS frame and its CONTINUATIONs: it never waits on the
+// source while holding a read buffer.
+func TestPooledIdleBetweenFrames(t *testing.T) {
+	needHPACK(t)
+	block := encodeBlock(":path", "/a", "x-long", strings.Repeat("z", 300))
+	chunks := [][]byte{
+		cat(frameBytes(TypeData, 0, 1, []byte("abc")), pingWire),
+		frameBytes(TypeHeaders, 0, 1, block[:10]),
+		frameBytes(TypeContinuation, 0, 1, block[10:20]),
+		frameBytes(TypeContinuation, FlagEndHeaders, 1, block[20:]),
+		frameBytes(TypeData, 0, 1, make([]byte, 16384)),
+	}
+	pool := bufpool.New(nil)
+	r := NewReader(&alignedReady{t: t, chunks: chunks}, ReaderConfig{Pool: pool})
+	defer r.Close()
+	for _, want := range []Type{TypeData, TypePing, TypeHeaders, TypeData} {
+		f, err := r.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Header().Type != want {
+			t.Fatalf("got %v, want %v", f.Header(), want)
+		}
+		if d, ok := f.(*DataFrame); ok {
+			d.Data.Free()
+		}
+		if h, ok := f.(*HeadersFrame); ok && (len(h.Fields) != 2 || h.Fields[1].Value != strings.Repeat("z", 300)) {
+			t.Fatalf("fields %v", h.Fields)
+		}
+		if r.Buffered() == 0 && (r.HoldsReadBuffer() || pool.Outstanding() != 0) {
+			t.Fatalf("after %v: holds buffer %v, outstanding %d", f.Header(), r.HoldsReadBuffer(), pool.Outstanding())
+		}
+	}
+	if _, err := r.ReadFrame(); err != io.EOF {
+		t.Fatal(err)
 	}
 }

@@ -36,9 +36,8 @@ type ReaderConfig struct {
 	NoPooledReads bool
 }
 
-// ErrFrameTooLarge is the error ReadFrameHeader wraps nothing around: frame
-// length checks return a ConnError with FRAME_SIZE_ERROR whose Reason is
-// "frame_too_large"; this variable is that value, for errors.Is-style tests.
+// ErrFrameTooLarge is the connection error ReadFrame returns for a frame
+// longer than our SETTINGS_MAX_FRAME_SIZE (RFC 9113 §4.2).
 var ErrFrameTooLarge = ConnError{ErrCodeFrameSize, "frame_too_large"}
 
 // Reader reads frames from one connection. Only the connection's reading
@@ -207,6 +206,10 @@ func (r *Reader) ReadPreface() error {
 func (r *Reader) fail(err error) error {
 	r.err = err
 	r.dropReadBuffer()
+	if r.block != nil {
+		r.block.Free()
+		r.block, r.blockLen, r.contStream = nil, 0, 0
+	}
 	return err
 }
 
@@ -246,8 +249,8 @@ func (r *Reader) ReadFrame() (Frame, error) {
 			r.release()
 			return nil, err
 		}
+		r.release() // also between the frames of a header block
 		if f != nil {
-			r.release()
 			return f, nil
 		}
 	}

@@ -211,8 +211,11 @@ func (w *Writer) WriteHeaders(streamID uint32, endStream bool, fields []hpack.He
 	for i := range fields {
 		blk = w.enc.AppendField(blk, fields[i])
 	}
-	w.block = blk
 	w.WriteHeaderBlock(streamID, endStream, blk)
+	if cap(blk) > maxRetainedScratch {
+		blk = nil // one huge block should not pin memory for good
+	}
+	w.block = blk
 }
 
 // WriteHeaderBlock queues an already encoded header block as a HEADERS
