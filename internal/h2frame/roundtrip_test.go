@@ -105,7 +105,7 @@ func TestWriteThenXnetReads(t *testing.T) {
 }
 
 // xnetFrames writes one of every frame type with x/net's Framer.
-func xnetFrames(t testing.TB) []byte {
+func xnetFrames(t testing.TB, bigData int) []byte {
 	var buf bytes.Buffer
 	fr := http2.NewFramer(&buf, nil)
 	must := func(err error) {
@@ -116,7 +116,7 @@ func xnetFrames(t testing.TB) []byte {
 	must(fr.WriteData(1, false, []byte("hello")))
 	must(fr.WriteDataPadded(3, true, []byte("padded"), make([]byte, 7)))
 	must(fr.WriteDataPadded(3, false, nil, make([]byte, 3)))
-	must(fr.WriteData(5, true, bytes.Repeat([]byte("x"), 16384)))
+	must(fr.WriteData(5, true, bytes.Repeat([]byte("x"), bigData)))
 	must(fr.WriteSettings(http2.Setting{ID: http2.SettingHeaderTableSize, Val: 8192}, http2.Setting{ID: 0x42, Val: 9}))
 	must(fr.WriteSettingsAck())
 	must(fr.WritePing(false, [8]byte{8, 7, 6, 5, 4, 3, 2, 1}))
@@ -133,7 +133,7 @@ func xnetFrames(t testing.TB) []byte {
 // TestXnetWritesWeRead reads x/net-encoded frames of every type, over
 // sources returning whole, 1-byte and random chunks, plain and pooled.
 func TestXnetWritesWeRead(t *testing.T) {
-	wire := xnetFrames(t)
+	wire := xnetFrames(t, 16384)
 	for _, tc := range readerCases(wire) {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := bufpool.New(nil)
