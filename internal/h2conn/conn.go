@@ -607,10 +607,12 @@ func (c *Conn) fail(err *Error) {
 	c.stopTimersLocked()
 	c.closeGoingAwayLocked()
 	sendGoAway := err.Initiator != InitiatorPeer && !(c.goAwaySent && err.Code == h2frame.ErrCodeNo)
-	if !err.graceful() || sendGoAway {
-		// Bound a flush in progress (and ours) against a peer that does
-		// not read.
-		c.nc.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+	// Bound a flush in progress (and ours) against a peer that does not
+	// read.
+	c.nc.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+	if !sendGoAway && !err.graceful() {
+		// Nothing more to say to the peer: unblock a flush in progress.
+		c.nc.Close()
 	}
 	for c.writing {
 		c.idleCond.Wait()
@@ -633,6 +635,8 @@ func (c *Conn) fail(err *Error) {
 			dbg = []byte(err.Reason)
 		}
 		c.fw.WriteGoAway(c.lastPeerIDForGoAway(), err.Code, dbg)
+	}
+	if c.fw.Buffered() > 0 {
 		c.fw.Flush()
 	}
 	c.fw.Close()

@@ -129,7 +129,7 @@ func (b *bdpEstimator) onData(n uint32, now time.Time) bool {
 	if gap := max(bdpMinInterval, 4*b.rtt); !b.lastEnd.IsZero() && now.Sub(b.lastEnd) < gap {
 		return false
 	}
-	b.sampling, b.sample, b.sentAt = true, int64(n), now
+	b.sampling, b.sample, b.sentAt = true, 0, now
 	return true
 }
 

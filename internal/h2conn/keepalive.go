@@ -75,7 +75,8 @@ func (c *Conn) onKeepalive() {
 		c.timers.kaWaiting = false
 		if c.kaPingOut && !active {
 			c.mu.Unlock()
-			c.fail(connErr(h2frame.ErrCodeNo, "keepalive_timeout"))
+			// The peer went silent: nothing is sent to it.
+			c.fail(&Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorPeer, Reason: "keepalive_timeout"})
 			return
 		}
 		c.kaPingOut = false

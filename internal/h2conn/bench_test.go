@@ -1,0 +1,86 @@
+package h2conn
+
+import (
+	"context"
+	"io"
+	"testing"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+)
+
+// unaryHandler answers each stream with headers, one DATA frame echoing the
+// request and trailers, as a unary gRPC call does.
+func unaryHandler(pool *bufpool.Pool) Handler {
+	return HandlerFunc(func(s *Stream) {
+		go func() {
+			var in *bufpool.Buffer
+			for {
+				b, err := s.Recv()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					return
+				}
+				if in == nil {
+					in = b
+				} else {
+					b.Free()
+				}
+			}
+			s.WriteHeaders(respFields, false)
+			if in != nil {
+				s.WriteData(in, false)
+			}
+			s.WriteTrailers(trailerFields)
+			s.Release()
+		}()
+	})
+}
+
+func unaryCall(tb testing.TB, c *Conn, pool *bufpool.Pool, payload []byte) {
+	s, err := c.NewStream(context.Background(), reqFields("/bench"), false)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.WriteData(pool.Copy(payload), true); err != nil {
+		tb.Fatal(err)
+	}
+	if _, _, err := s.RecvHeaders(); err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		b, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		b.Free()
+	}
+	s.Release()
+}
+
+func BenchmarkConn(b *testing.B) {
+	for _, size := range []int{100, 1 << 20} {
+		b.Run("Unary/"+sizeName(size)+"/leangrpc", func(b *testing.B) {
+			p := newPair(b, Config{}, Config{}, unaryHandler, true)
+			defer p.close(b)
+			payload := make([]byte, size)
+			unaryCall(b, p.client, p.pool, payload)
+			b.SetBytes(int64(2 * size))
+			b.ReportAllocs()
+			for b.Loop() {
+				unaryCall(b, p.client, p.pool, payload)
+			}
+		})
+	}
+}
+
+func sizeName(n int) string {
+	if n >= 1<<20 {
+		return "1MiB"
+	}
+	return "100B"
+}

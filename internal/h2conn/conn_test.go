@@ -1,0 +1,466 @@
+package h2conn
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+)
+
+// rawPeer is a client speaking raw frames to a server engine over net.Pipe.
+type rawPeer struct {
+	nc   net.Conn
+	fw   *h2frame.Writer
+	fr   *h2frame.Reader
+	srv  *Conn
+	errc chan error
+	pool *bufpool.Pool
+	// drained is closed once the drain goroutine, which then owns fr,
+	// stopped; nil when not draining.
+	drained chan struct{}
+}
+
+// drain reads and drops everything the server writes, on a goroutine.
+func (p *rawPeer) drain() {
+	p.drained = make(chan struct{})
+	go func() {
+		defer close(p.drained)
+		for {
+			f, err := p.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if df, ok := f.(*h2frame.DataFrame); ok && df.Data != nil {
+				df.Data.Free()
+			}
+		}
+	}()
+}
+
+func newRawPeer(t *testing.T, cfg Config, h Handler) *rawPeer {
+	t.Helper()
+	pool := bufpool.New(nil)
+	cfg.Pool = pool
+	cn, sn := net.Pipe()
+	p := &rawPeer{nc: cn, pool: pool, errc: make(chan error, 1)}
+	p.fw = h2frame.NewWriter(cn, h2frame.WriterConfig{Pool: pool})
+	p.fr = h2frame.NewReader(cn, h2frame.ReaderConfig{Pool: pool, NoPooledReads: true})
+	if h == nil {
+		h = HandlerFunc(func(s *Stream) {})
+	}
+	p.srv = NewServerConn(sn, cfg, h)
+	go func() { p.errc <- p.srv.Serve() }()
+	return p
+}
+
+// greet sends the preface and empty SETTINGS and reads until the server's
+// SETTINGS arrived (not its ACK of ours).
+func (p *rawPeer) greet(t *testing.T) {
+	t.Helper()
+	p.fw.WritePreface()
+	p.fw.WriteSettings()
+	if err := p.fw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	f := p.next(t)
+	if _, ok := f.(*h2frame.SettingsFrame); !ok {
+		t.Fatalf("first server frame %v", f.Header())
+	}
+}
+
+func (p *rawPeer) next(t *testing.T) h2frame.Frame {
+	t.Helper()
+	p.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	f, err := p.fr.ReadFrame()
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if df, ok := f.(*h2frame.DataFrame); ok && df.Data != nil {
+		df.Data.Free()
+		df.Data = nil
+	}
+	return f
+}
+
+// waitGoAway reads frames until a GOAWAY and returns it.
+func (p *rawPeer) waitGoAway(t *testing.T) (h2frame.ErrCode, string) {
+	t.Helper()
+	for {
+		if g, ok := p.next(t).(*h2frame.GoAwayFrame); ok {
+			return g.Code, string(g.Debug)
+		}
+	}
+}
+
+func (p *rawPeer) close(t *testing.T) {
+	p.nc.Close()
+	<-p.srv.Done()
+	<-p.errc
+	if p.drained != nil {
+		<-p.drained
+	}
+	p.fr.Close()
+	p.fw.Close()
+}
+
+// A peer that floods PINGs and never reads gets ENHANCE_YOUR_CALM once the
+// queued ACKs pass maxQueuedControlFrames, instead of growing the queue.
+func TestPingFloodWithoutReading(t *testing.T) {
+	g := runtime.NumGoroutine()
+	p := newRawPeer(t, Config{}, nil)
+	p.greet(t)
+	// Stop reading; flood.
+	var werr error
+	for i := 0; i < 3*maxQueuedControlFrames && werr == nil; i++ {
+		p.fw.WritePing(false, [8]byte{byte(i)})
+		if p.fw.Buffered() > 32<<10 {
+			p.nc.SetWriteDeadline(time.Now().Add(3 * time.Second))
+			werr = p.fw.Flush()
+		}
+	}
+	select {
+	case err := <-p.errc:
+		var e *Error
+		if !errors.As(err, &e) || e.Code != h2frame.ErrCodeEnhanceYourCalm {
+			t.Fatalf("Serve = %v, want ENHANCE_YOUR_CALM", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("server kept queueing PING ACKs")
+	}
+	p.errc <- nil
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// Rapid reset: a peer opening and resetting streams in a loop is cut off.
+func TestRapidResetFlood(t *testing.T) {
+	g := runtime.NumGoroutine()
+	p := newRawPeer(t, Config{}, nil)
+	p.greet(t)
+	p.drain()
+	id := uint32(1)
+	for i := 0; i < 2*maxResetsPerWindow; i++ {
+		p.fw.WriteHeaders(id, false, reqFields("/x"))
+		p.fw.WriteRSTStream(id, h2frame.ErrCodeCancel)
+		id += 2
+		if p.fw.Buffered() > 16<<10 {
+			if p.fw.Flush() != nil {
+				break
+			}
+		}
+	}
+	p.fw.Flush()
+	select {
+	case err := <-p.errc:
+		var e *Error
+		if !errors.As(err, &e) || e.Code != h2frame.ErrCodeEnhanceYourCalm || e.Reason != "reset_flood" {
+			t.Fatalf("Serve = %v, want ENHANCE_YOUR_CALM reset_flood", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("rapid resets not limited")
+	}
+	p.errc <- nil
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// MaxConnectionIdle: a connection without streams gets a graceful GOAWAY
+// and is closed.
+func TestMaxConnectionIdle(t *testing.T) {
+	g := runtime.NumGoroutine()
+	p := newRawPeer(t, Config{MaxConnectionIdle: 50 * time.Millisecond}, nil)
+	p.greet(t)
+	code, _ := p.waitGoAway(t)
+	if code != h2frame.ErrCodeNo {
+		t.Fatalf("GOAWAY code %v", code)
+	}
+	// The first GOAWAY comes with a PING; answer it so the second comes.
+	for {
+		f := p.next(t)
+		if pf, ok := f.(*h2frame.PingFrame); ok && !pf.IsAck() {
+			p.fw.WritePing(true, pf.Data)
+			p.fw.Flush()
+		}
+		if ga, ok := f.(*h2frame.GoAwayFrame); ok {
+			if ga.LastStreamID != 0 {
+				t.Fatalf("final GOAWAY last stream %d", ga.LastStreamID)
+			}
+			break
+		}
+	}
+	select {
+	case <-p.srv.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("idle connection not closed")
+	}
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// MaxConnectionAge with a grace: graceful GOAWAY, then a hard close even
+// though a stream is still open.
+func TestMaxConnectionAgeGrace(t *testing.T) {
+	g := runtime.NumGoroutine()
+	p := newRawPeer(t, Config{MaxConnectionAge: 30 * time.Millisecond, MaxConnectionAgeGrace: 50 * time.Millisecond}, nil)
+	p.greet(t)
+	p.fw.WriteHeaders(1, false, reqFields("/hang"))
+	p.fw.Flush()
+	code, _ := p.waitGoAway(t)
+	if code != h2frame.ErrCodeNo {
+		t.Fatalf("GOAWAY code %v", code)
+	}
+	p.drain()
+	select {
+	case <-p.srv.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("connection outlived MaxConnectionAge + grace")
+	}
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// Client keepalive: a server that never answers PINGs is detected.
+func TestClientKeepaliveTimeout(t *testing.T) {
+	g := runtime.NumGoroutine()
+	pool := bufpool.New(nil)
+	cn, sn := net.Pipe()
+	// The fake server reads and discards everything, answering nothing.
+	go io.Copy(io.Discard, sn)
+	c, err := NewClientConn(cn, Config{Pool: pool, KeepaliveTime: 20 * time.Millisecond,
+		KeepaliveTimeout: 30 * time.Millisecond, KeepalivePermitWithoutStream: true, SettingsTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("keepalive did not close a dead connection")
+	}
+	var e *Error
+	if !errors.As(c.Err(), &e) || e.Reason != "keepalive_timeout" {
+		t.Fatalf("Err = %v", c.Err())
+	}
+	sn.Close()
+	checkLeaks(t, pool, g)
+}
+
+// Keepalive against a real server whose policy forbids such pings: GOAWAY
+// ENHANCE_YOUR_CALM "too_many_pings" after more than two strikes.
+func TestKeepaliveTooManyPings(t *testing.T) {
+	g := runtime.NumGoroutine()
+	p := newPair(t, Config{KeepaliveTime: 5 * time.Millisecond, KeepalivePermitWithoutStream: true},
+		Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, false)
+	select {
+	case <-p.client.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("server tolerated aggressive pings")
+	}
+	var e *Error
+	if !errors.As(p.client.Err(), &e) || e.Code != h2frame.ErrCodeEnhanceYourCalm || !strings.Contains(e.Reason, "too_many_pings") {
+		t.Fatalf("client Err = %v", p.client.Err())
+	}
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+func TestPingPolicy(t *testing.T) {
+	c := &Conn{role: RoleServer}
+	c.cfg.PingMinTime = time.Minute
+	t0 := time.Unix(1000, 0)
+	// The first ping is free; three more within MinTime: third strike ends it.
+	if c.pingPolicyLocked(t0) != nil {
+		t.Fatal("first ping struck")
+	}
+	c.numPeer = 1
+	for i := 1; i <= 2; i++ {
+		if err := c.pingPolicyLocked(t0.Add(time.Duration(i) * time.Second)); err != nil {
+			t.Fatalf("strike %d ended the connection", i)
+		}
+	}
+	if err := c.pingPolicyLocked(t0.Add(3 * time.Second)); err == nil || err.Code != h2frame.ErrCodeEnhanceYourCalm || err.Reason != "too_many_pings" {
+		t.Fatalf("third strike: %v", err)
+	}
+	// Sending data forgives.
+	c.pingStrikes, c.resetStrikes = 2, true
+	if c.pingPolicyLocked(t0.Add(4*time.Second)) != nil || c.pingStrikes != 0 {
+		t.Fatal("strikes not reset by sent data")
+	}
+	// Polite pings never strike.
+	for i := 1; i <= 5; i++ {
+		if c.pingPolicyLocked(t0.Add(4*time.Second+time.Duration(i)*time.Minute)) != nil {
+			t.Fatal("polite ping struck")
+		}
+	}
+	// Without streams and not permitted: two hours apply.
+	c.numPeer = 0
+	base := t0.Add(time.Hour)
+	c.lastPingAt = base
+	for i := 1; i <= 3; i++ {
+		c.pingPolicyLocked(base.Add(time.Duration(i) * 10 * time.Minute))
+	}
+	if c.pingStrikes != 3 {
+		t.Fatalf("strikes without streams = %d, want 3", c.pingStrikes)
+	}
+}
+
+// Settings from the peer: INITIAL_WINDOW_SIZE applies the delta to open
+// streams' send windows (§6.9.2) and overflow is FLOW_CONTROL_ERROR.
+func TestApplySettings(t *testing.T) {
+	cn, sn := net.Pipe()
+	defer cn.Close()
+	defer sn.Close()
+	c := newConn(sn, Config{}, RoleServer, nil)
+	defer c.fw.Close()
+	defer c.fr.Close()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.newStreamLocked(1, false)
+	s.state = stateOpen
+	s.out.take(1000) // 64535 left
+	if err := c.applySettingLocked(h2frame.Setting{ID: h2frame.SettingInitialWindowSize, Val: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if s.out.n != 100-1000 {
+		t.Fatalf("window after decrease %d, want -900", s.out.n)
+	}
+	if err := c.applySettingLocked(h2frame.Setting{ID: h2frame.SettingInitialWindowSize, Val: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if s.out.n != 1<<20-1000 {
+		t.Fatalf("window after increase %d", s.out.n)
+	}
+	s.out.n = h2frame.MaxWindowSize - 10
+	if err := c.applySettingLocked(h2frame.Setting{ID: h2frame.SettingInitialWindowSize, Val: 1<<20 + 11}); err == nil || err.Code != h2frame.ErrCodeFlowControl {
+		t.Fatalf("overflow: %v", err)
+	}
+	if err := c.applySettingLocked(h2frame.Setting{ID: h2frame.SettingMaxConcurrentStreams, Val: 7}); err != nil || c.peer.maxConcurrentStreams != 7 {
+		t.Fatal("MAX_CONCURRENT_STREAMS not recorded")
+	}
+	if err := c.applySettingLocked(h2frame.Setting{ID: h2frame.SettingMaxFrameSize, Val: 1 << 20}); err != nil || c.peer.maxFrameSize != 1<<20 {
+		t.Fatal("MAX_FRAME_SIZE not recorded")
+	}
+	if err := c.applySettingLocked(h2frame.Setting{ID: 0x99, Val: 1}); err != nil {
+		t.Fatal("unknown setting refused")
+	}
+	c.role = RoleClient
+	if err := c.applySettingLocked(h2frame.Setting{ID: h2frame.SettingEnablePush, Val: 1}); err == nil || err.Code != h2frame.ErrCodeProtocol {
+		t.Fatal("server enabling push accepted by a client")
+	}
+}
+
+// An idle connection costs one goroutine per side (the reader) and holds
+// no writer goroutine.
+func TestIdleGoroutines(t *testing.T) {
+	g := runtime.NumGoroutine()
+	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, true)
+	roundTrip(t, p.client, p.pool, []byte("x"))
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		// client reader + Serve goroutine (the test's) = 2.
+		if n := runtime.NumGoroutine() - g; n <= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines for one idle connection pair, want 2", runtime.NumGoroutine()-g)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// A server response completed before the request: RST_STREAM(NO_ERROR),
+// and the client still reads the whole response.
+func TestServerRespondsBeforeRequestEnds(t *testing.T) {
+	g := runtime.NumGoroutine()
+	h := func(pool *bufpool.Pool) Handler {
+		return HandlerFunc(func(s *Stream) {
+			go func() {
+				s.WriteHeaders(respFields, false)
+				s.WriteData(pool.Copy([]byte("early")), false)
+				s.WriteTrailers(trailerFields)
+			}()
+		})
+	}
+	p := newPair(t, Config{}, Config{}, h, false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.RecvHeaders(); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for {
+		b, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		got = append(got, b.Bytes()...)
+		b.Free()
+	}
+	if string(got) != "early" {
+		t.Fatalf("got %q", got)
+	}
+	<-s.Done()
+	s.Release()
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// ExpectMessage opens the stream window for a whole message at once: a
+// message larger than the window arrives without the receiver reading.
+func TestExpectMessage(t *testing.T) {
+	g := runtime.NumGoroutine()
+	got := make(chan *Stream, 1)
+	h := func(pool *bufpool.Pool) Handler {
+		return HandlerFunc(func(s *Stream) { got <- s })
+	}
+	cfg := Config{InitialStreamWindow: 65535, DisableBDP: true}
+	p := newPair(t, Config{}, cfg, h, false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := <-got
+	ss.ExpectMessage(1 << 20)
+	sent := make(chan error, 1)
+	go func() { sent <- s.WriteData(p.pool.Get(1<<20), true) }()
+	select {
+	case err := <-sent:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("1 MiB message stalled on a 64 KiB window despite ExpectMessage")
+	}
+	n := 0
+	for {
+		b, err := ss.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += b.Len()
+		b.Free()
+	}
+	if n != 1<<20 {
+		t.Fatalf("received %d bytes", n)
+	}
+	s.Release()
+	ss.Release()
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
