@@ -1,0 +1,368 @@
+package h2conn_test
+
+// Wire-level tests of the client role: the scripted peer plays the server.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/h2conn"
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/h2test"
+)
+
+// RFC 9113 §3.4: the client sends the preface and SETTINGS first, and
+// acknowledges the server's SETTINGS.
+func TestWireClientPreface(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		ct := newClientTest(t, h2conn.Config{MaxConcurrentStreams: 5, InitialStreamWindow: 70000}, wireOpts{})
+		p := ct.peer
+		p.Greet(setting(h2frame.SettingMaxConcurrentStreams, 9)) // checks preface, SETTINGS first, and the ACK
+		if v := p.RemoteSettings[h2frame.SettingInitialWindowSize]; v != 70000 {
+			t.Errorf("client INITIAL_WINDOW_SIZE = %d; want 70000", v)
+		}
+		if v, ok := p.RemoteSettings[h2frame.SettingEnablePush]; !ok || v != 0 {
+			t.Errorf("client ENABLE_PUSH = %d (sent %v); want 0 sent", v, ok)
+		}
+		eventually(t, "PeerSetting(MAX_CONCURRENT_STREAMS) = 9", func() bool {
+			return ct.conn.PeerSetting(h2frame.SettingMaxConcurrentStreams) == 9
+		})
+	})
+}
+
+// A request and its response: the request pseudo-headers on the wire, the
+// response headers, body and trailers through the Stream API.
+func TestWireClientRoundTrip(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		ct := newClientTest(t, h2conn.Config{}, wireOpts{})
+		p := ct.peer
+		p.Greet()
+		s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/svc/M", "content-type", "application/grpc")...), false)
+		if err != nil {
+			t.Fatalf("NewStream: %v", err)
+		}
+		defer s.Release()
+		if s.ID() != 1 {
+			t.Errorf("first stream id %d; want 1", s.ID())
+		}
+		if err := s.WriteData(ct.pool.Copy([]byte("req")), true); err != nil {
+			t.Fatalf("WriteData: %v", err)
+		}
+		h := p.WantHeaders(1)
+		if h.Get(":method") != "POST" || h.Get(":path") != "/svc/M" || h.Get(":scheme") != "http" || h.EndStream {
+			t.Fatalf("request headers:\n%s", h2test.FormatFields(h.Fields))
+		}
+		if body := p.WantBody(1, true); string(body) != "req" {
+			t.Fatalf("request body %q", body)
+		}
+		p.WriteHeaders(1, false, ":status", "200", "content-type", "application/grpc")
+		p.WriteData(1, false, []byte("resp"))
+		p.WriteHeaders(1, true, "grpc-status", "0")
+		fields, end, err := s.RecvHeaders()
+		if err != nil || end {
+			t.Fatalf("RecvHeaders: %v end=%v", err, end)
+		}
+		if v, _ := h2test.Header(fields, ":status"); v != "200" {
+			t.Fatalf("response headers:\n%s", h2test.FormatFields(fields))
+		}
+		body, err := readAll(s)
+		if err != nil || string(body) != "resp" {
+			t.Fatalf("body %q, %v", body, err)
+		}
+		if v, _ := h2test.Header(s.Trailers(), "grpc-status"); v != "0" {
+			t.Fatalf("trailers:\n%s", h2test.FormatFields(s.Trailers()))
+		}
+		select {
+		case <-s.Done():
+		case <-time.After(time.Second):
+			t.Fatalf("stream not done after both ends ended it")
+		}
+	})
+}
+
+// RFC 9113 §8.3.2: a response without :status, or with request
+// pseudo-headers, is malformed: the client resets the stream with
+// PROTOCOL_ERROR and the caller gets an error.
+func TestWireClientMalformedResponse(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kv   []string
+	}{
+		{"no status", []string{"content-type", "text/plain"}},
+		{"request pseudo", []string{":status", "200", ":path", "/"}},
+		{"non-numeric status", []string{":status", "abc"}},
+		{"uppercase", []string{":status", "200", "X-Up", "v"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wireRun(t, func(t *testing.T) {
+				ct := newClientTest(t, h2conn.Config{}, wireOpts{})
+				p := ct.peer
+				p.Greet()
+				s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), true)
+				if err != nil {
+					t.Fatalf("NewStream: %v", err)
+				}
+				defer s.Release()
+				p.WantHeaders(1)
+				p.WriteHeaders(1, false, tc.kv...)
+				if _, _, err := s.RecvHeaders(); err == nil {
+					t.Fatalf("RecvHeaders accepted a malformed response")
+				}
+				p.WantRST(1, h2frame.ErrCodeProtocol)
+			})
+		})
+	}
+}
+
+// RFC 9113 §6.4: RST_STREAM from the server fails the stream with its code
+// and the peer as initiator; REFUSED_STREAM marks it unprocessed.
+func TestWireClientRSTFromServer(t *testing.T) {
+	for _, tc := range []struct {
+		code        h2frame.ErrCode
+		unprocessed bool
+	}{
+		{h2frame.ErrCodeCancel, false},
+		{h2frame.ErrCodeRefusedStream, true},
+	} {
+		t.Run(tc.code.String(), func(t *testing.T) {
+			wireRun(t, func(t *testing.T) {
+				ct := newClientTest(t, h2conn.Config{}, wireOpts{})
+				p := ct.peer
+				p.Greet()
+				s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), false)
+				if err != nil {
+					t.Fatalf("NewStream: %v", err)
+				}
+				defer s.Release()
+				p.WantHeaders(1)
+				p.WriteRST(1, tc.code)
+				_, _, err = s.RecvHeaders()
+				e := wantH2Error(t, err, tc.code, h2conn.InitiatorPeer)
+				if e.Unprocessed != tc.unprocessed {
+					t.Errorf("Unprocessed = %v; want %v", e.Unprocessed, tc.unprocessed)
+				}
+				if e.StreamID != 1 {
+					t.Errorf("error stream %d; want 1", e.StreamID)
+				}
+				if err := s.WriteData(ct.pool.Copy([]byte("x")), true); err == nil {
+					t.Errorf("WriteData on a reset stream succeeded")
+				}
+				p.WantNothing(quiet) // no RST_STREAM in reply
+			})
+		})
+	}
+}
+
+// RFC 9113 §6.8: after GOAWAY, streams above its last stream id fail as
+// unprocessed (retryable), streams at or below it go on, and NewStream
+// fails with ErrGoingAway.
+func TestWireClientGoAway(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		ct := newClientTest(t, h2conn.Config{}, wireOpts{})
+		p := ct.peer
+		p.Greet()
+		ctx := context.Background()
+		s1, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/1")...), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s1.Release()
+		s3, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/3")...), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s3.Release()
+		p.WantHeaders(1)
+		p.WantHeaders(3)
+		p.WriteGoAway(1, h2frame.ErrCodeNo, "draining")
+		_, _, err = s3.RecvHeaders()
+		var e *h2conn.Error
+		if !errors.As(err, &e) || !e.Unprocessed {
+			t.Fatalf("stream 3 above the GOAWAY: %v; want an unprocessed *h2conn.Error", err)
+		}
+		select {
+		case <-ct.conn.GoingAway():
+		case <-time.After(time.Second):
+			t.Fatalf("GoingAway not closed after GOAWAY")
+		}
+		if _, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/5")...), true); !errors.Is(err, h2conn.ErrGoingAway) {
+			t.Fatalf("NewStream after GOAWAY: %v; want ErrGoingAway", err)
+		}
+		p.WriteHeaders(1, true, ":status", "200")
+		if _, end, err := s1.RecvHeaders(); err != nil || !end {
+			t.Fatalf("stream 1 below the GOAWAY: %v end=%v", err, end)
+		}
+	})
+}
+
+// RFC 9113 §5.1.2: the client queues new streams while the server's
+// MAX_CONCURRENT_STREAMS is reached and opens them when a slot frees.
+func TestWireClientQueueing(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		ct := newClientTest(t, h2conn.Config{}, wireOpts{})
+		p := ct.peer
+		p.Greet(setting(h2frame.SettingMaxConcurrentStreams, 1))
+		ctx := context.Background()
+		s1, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/1")...), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s1.Release()
+		p.WantHeaders(1)
+		opened := make(chan *h2conn.Stream, 1)
+		go func() {
+			s, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/3")...), true)
+			if err != nil {
+				t.Errorf("queued NewStream: %v", err)
+				close(opened)
+				return
+			}
+			opened <- s
+		}()
+		p.WantNothing(quiet)
+		select {
+		case <-opened:
+			t.Fatalf("second stream opened beyond MAX_CONCURRENT_STREAMS=1")
+		default:
+		}
+		p.WriteHeaders(1, true, ":status", "200") // stream 1 closes
+		p.WantHeaders(3)
+		if s3 := <-opened; s3 != nil {
+			defer s3.Release() // releasing an open stream would free its slot
+		}
+		// A waiting NewStream gives up with its context.
+		p.WriteHeaders(3, false, ":status", "200") // stream 3 stays open
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		if _, err := ct.conn.NewStream(cctx, h2test.Fields(reqFields("/5")...), true); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("NewStream with no slot and a short context: %v; want DeadlineExceeded", err)
+		}
+	})
+}
+
+// The client answers the server's PING.
+func TestWireClientPingAnswered(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		ct := newClientTest(t, h2conn.Config{}, wireOpts{})
+		p := ct.peer
+		p.Greet()
+		delete(p.Ignore, h2frame.TypePing)
+		d := [8]byte{'s', 'r', 'v'}
+		p.WritePing(d)
+		p.WantPingAck(d)
+	})
+}
+
+// Client keepalive: a PING after KeepaliveTime idle, and the connection
+// closed when the ACK does not come within KeepaliveTimeout.
+func TestWireClientKeepalive(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		cfg := h2conn.Config{KeepaliveTime: time.Second, KeepaliveTimeout: 500 * time.Millisecond, KeepalivePermitWithoutStream: true}
+		ct := newClientTest(t, cfg, wireOpts{})
+		p := ct.peer
+		p.Greet()
+		delete(p.Ignore, h2frame.TypePing)
+		start := time.Now()
+		d := p.WantPing()
+		if el := time.Since(start); el < time.Second || el > time.Second+slack() {
+			t.Errorf("first keepalive PING after %v; want 1s", el)
+		}
+		p.WritePingAck(d)
+		p.WantPing() // not answered
+		start = time.Now()
+		p.WantClosed()
+		if el := time.Since(start); el < 500*time.Millisecond || el > 500*time.Millisecond+slack() {
+			t.Errorf("closed %v after the unanswered PING; want 500ms", el)
+		}
+		select {
+		case <-ct.conn.Done():
+		case <-time.After(time.Second):
+			t.Fatalf("connection not done after the keepalive timeout")
+		}
+		if _, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), true); !errors.Is(err, h2conn.ErrConnClosed) {
+			t.Errorf("NewStream on a dead connection: %v; want ErrConnClosed", err)
+		}
+	})
+}
+
+// RFC 9113 §8.4: a client never enables push, and a PUSH_PROMISE is a
+// connection error PROTOCOL_ERROR.
+func TestWireClientPushPromise(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		ct := newClientTest(t, h2conn.Config{}, wireOpts{})
+		p := ct.peer
+		p.Greet()
+		s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Release()
+		p.WantHeaders(1)
+		p.WriteRaw(h2frame.TypePushPromise, h2frame.FlagEndHeaders, 1, append([]byte{0, 0, 0, 2}, h2test.EncodeHeaders(h2test.Fields(reqFields("/")...)...)...))
+		p.WantGoAway(h2frame.ErrCodeProtocol)
+		p.WantClosed()
+		if _, _, err := s.RecvHeaders(); err == nil {
+			t.Errorf("RecvHeaders succeeded on a failed connection")
+		}
+	})
+}
+
+// A large request body flows under a server that grants window slowly.
+func TestWireClientLargeUpload(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		ct := newClientTest(t, h2conn.Config{}, wireOpts{pipe: h2test.PipeConfig{ChopReads: h2test.ChopRandom, Capacity: 5000, Seed: 3}})
+		p := ct.peer
+		const step = 8192
+		p.Greet(setting(h2frame.SettingInitialWindowSize, step))
+		body := make([]byte, 300000)
+		for i := range body {
+			body[i] = byte(i)
+		}
+		s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/up")...), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Release()
+		werr := make(chan error, 1)
+		go func() { werr <- s.WriteData(ct.pool.Copy(body), true) }()
+		p.WantHeaders(1)
+		connWin, streamWin := int64(65535), int64(step)
+		var got []byte
+		for {
+			f := p.WantData(1)
+			connWin -= int64(f.Length)
+			streamWin -= int64(f.Length)
+			if connWin < 0 || streamWin < 0 {
+				t.Fatalf("client overran the windows: conn %d stream %d", connWin, streamWin)
+			}
+			got = append(got, f.Data()...)
+			if f.EndStream() {
+				break
+			}
+			if streamWin < step/4 {
+				p.WriteWindowUpdate(1, uint32(step-streamWin))
+				streamWin = step
+			}
+			if connWin < step {
+				p.WriteWindowUpdate(0, step)
+				connWin += step
+			}
+		}
+		if string(got) != string(body) {
+			t.Fatalf("server received %d bytes, not the body", len(got))
+		}
+		if err := <-werr; err != nil {
+			t.Fatalf("WriteData: %v", err)
+		}
+		p.WriteHeaders(1, true, ":status", "200")
+		if _, end, err := s.RecvHeaders(); err != nil || !end {
+			t.Fatalf("RecvHeaders: %v end=%v", err, end)
+		}
+		if _, err := s.Recv(); err != io.EOF {
+			t.Fatalf("Recv after a trailers-only end: %v; want io.EOF", err)
+		}
+	})
+}
