@@ -267,13 +267,24 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 		go grpcwire.RejectStream(st, &req, rej)
 		return
 	}
-	ss := grpcwire.NewServerStream(sc.ctx, st, req, &s.wireCfg)
+	r := &rpc{srv: s}
+	r.ss.Init(sc.ctx, st, req, &s.wireCfg)
 	s.handlers.Add(1)
-	go s.handle(ss)
+	go r.handle()
 }
 
-func (s *Server) handle(ss *grpcwire.ServerStream) {
+// rpc holds everything one call needs on the server, allocated together.
+type rpc struct {
+	srv    *Server
+	ss     grpcwire.ServerStream
+	stream serverStream
+	ts     transportStream
+}
+
+func (r *rpc) handle() {
+	s := r.srv
 	defer s.handlers.Done()
+	ss := &r.ss
 	method := ss.Req.Method
 	service, name, ok := grpcwire.SplitMethod(method)
 	if !ok {
@@ -281,19 +292,21 @@ func (s *Server) handle(ss *grpcwire.ServerStream) {
 		return
 	}
 	ctx := metadata.NewIncomingContext(ss.Context(), ss.Req.MD)
-	ts := &transportStream{ss: ss, method: method}
-	ctx = grpc.NewContextWithServerTransportStream(ctx, ts)
+	r.ts = transportStream{ss: ss, method: method}
+	ctx = grpc.NewContextWithServerTransportStream(ctx, &r.ts)
+	r.stream = serverStream{ss: ss, ctx: ctx}
 
 	s.mu.Lock()
 	info := s.services[service]
 	s.mu.Unlock()
 	if info != nil {
 		if md, ok := info.methods[name]; ok {
-			s.processUnary(ctx, ss, info, md)
+			s.processUnary(ctx, &r.stream, info, md)
 			return
 		}
 		if sd, ok := info.streams[name]; ok {
-			s.processStream(ctx, ss, info, sd, method)
+			r.stream.single = !sd.ClientStreams
+			s.processStream(&r.stream, info, sd, method)
 			return
 		}
 		ss.Finish(status.Newf(codes.Unimplemented, "unknown method %v for service %v", name, service))
@@ -312,10 +325,9 @@ func appStatus(err error) *status.Status {
 	return status.FromContextError(err)
 }
 
-func (s *Server) processUnary(ctx context.Context, ss *grpcwire.ServerStream, info *serviceInfo, md *grpc.MethodDesc) {
-	stream := &serverStream{ss: ss, ctx: ctx}
-	dec := func(v any) error { return stream.recvOne(v) }
-	reply, err := md.Handler(info.impl, ctx, dec, s.unaryInt)
+func (s *Server) processUnary(ctx context.Context, stream *serverStream, info *serviceInfo, md *grpc.MethodDesc) {
+	ss := stream.ss
+	reply, err := md.Handler(info.impl, ctx, stream.recvOne, s.unaryInt)
 	if err != nil {
 		ss.Finish(appStatus(err))
 		return
@@ -329,8 +341,8 @@ func (s *Server) processUnary(ctx context.Context, ss *grpcwire.ServerStream, in
 
 var statusOK = status.New(codes.OK, "")
 
-func (s *Server) processStream(ctx context.Context, ss *grpcwire.ServerStream, info *serviceInfo, sd *grpc.StreamDesc, method string) {
-	stream := &serverStream{ss: ss, ctx: ctx, single: !sd.ClientStreams}
+func (s *Server) processStream(stream *serverStream, info *serviceInfo, sd *grpc.StreamDesc, method string) {
+	ss := stream.ss
 	var err error
 	if s.strInt != nil {
 		err = s.strInt(info.impl, stream, &grpc.StreamServerInfo{

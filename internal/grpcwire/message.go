@@ -34,7 +34,9 @@ func PutPrefix(p []byte, compressed bool, n uint32) {
 type Message struct {
 	// Data is the payload: one mem.Buffer when the message lay in one DATA
 	// frame (a view of the pooled buffer it landed in), several when it
-	// spanned frames. The receiver owns it and must Free it.
+	// spanned frames. The receiver owns the buffers and must Free them; the
+	// slice holding a single buffer belongs to the Parser and is valid
+	// until the next Next.
 	Data       mem.BufferSlice
 	Compressed bool
 }
@@ -48,6 +50,8 @@ type Parser struct {
 	MaxRecv int
 
 	q     []mem.Buffer // owned: pending payloads, q[0] read from off
+	qbuf  [4]mem.Buffer
+	one   [1]mem.Buffer // backs a single-piece Message.Data
 	off   int
 	avail int // unread bytes across q
 
@@ -85,6 +89,9 @@ func (p *Parser) PushMem(m mem.Buffer) {
 	if m.Len() == 0 {
 		m.Free()
 		return
+	}
+	if p.q == nil {
+		p.q = p.qbuf[:0]
 	}
 	p.q = append(p.q, m)
 	p.avail += m.Len()
@@ -165,7 +172,7 @@ func (p *Parser) consume(n int) {
 		p.q = p.q[1:]
 		p.off = 0
 		if len(p.q) == 0 {
-			p.q = p.q[:0:0]
+			p.q = nil // the next PushMem starts over at qbuf
 		}
 	}
 }
@@ -177,7 +184,8 @@ func (p *Parser) take(n int) mem.BufferSlice {
 	}
 	var out mem.BufferSlice
 	if first := p.q[0].Len() - p.off; first >= n {
-		out = mem.BufferSlice{p.q[0].Slice(p.off, p.off+n)}
+		p.one[0] = p.q[0].Slice(p.off, p.off+n)
+		out = p.one[:]
 		p.consume(n)
 		return out
 	}
@@ -198,6 +206,7 @@ func (p *Parser) Close() {
 		p.q[i] = nil
 	}
 	p.q = nil
+	p.one[0] = nil
 	p.off, p.avail, p.havePrefix = 0, 0, false
 }
 

@@ -107,8 +107,39 @@ func AppendMetadata(dst []hpack.HeaderField, md metadata.MD) []hpack.HeaderField
 	return dst
 }
 
-// addMetadata adds one received field to md, decoding binary values.
-func addMetadata(md metadata.MD, name, value string) error {
+// mdBuilder fills a metadata.MD from received fields with two allocations
+// (the map and one array shared by the values), instead of one slice per
+// key. Each key's slice has its capacity capped, so a user's append copies
+// instead of writing into a neighbour's value. The map is made on the first
+// add, sized by hint.
+type mdBuilder struct {
+	md   metadata.MD
+	vals []string
+	hint int
+}
+
+func newMDBuilder(n int) mdBuilder {
+	return mdBuilder{md: make(metadata.MD, n), vals: make([]string, 0, n), hint: n}
+}
+
+func (b *mdBuilder) add(k, v string) {
+	if b.md == nil {
+		*b = newMDBuilder(max(b.hint, 4))
+	}
+	if old, ok := b.md[k]; ok {
+		b.md[k] = append(old, v)
+		return
+	}
+	if len(b.vals) == cap(b.vals) {
+		b.vals = make([]string, 0, b.hint)
+	}
+	b.vals = append(b.vals, v)
+	n := len(b.vals)
+	b.md[k] = b.vals[n-1 : n : n]
+}
+
+// addDecoded adds one received field, decoding binary values.
+func (b *mdBuilder) addDecoded(name, value string) error {
 	if IsBinaryKey(name) {
 		v, err := DecodeBinary(value)
 		if err != nil {
@@ -116,6 +147,6 @@ func addMetadata(md metadata.MD, name, value string) error {
 		}
 		value = v
 	}
-	md[name] = append(md[name], value)
+	b.add(name, value)
 	return nil
 }

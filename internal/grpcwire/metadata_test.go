@@ -109,3 +109,21 @@ func compare(a, b string) int {
 	}
 	return 0
 }
+
+func TestMDBuilderValuesDoNotAlias(t *testing.T) {
+	b := newMDBuilder(3)
+	b.add("a", "1")
+	b.add("b", "2")
+	b.add("a", "3")
+	b.md["a"] = append(b.md["a"], "4")
+	b.md["b"] = append(b.md["b"], "5")
+	want := metadata.MD{"a": {"1", "3", "4"}, "b": {"2", "5"}}
+	if !reflect.DeepEqual(b.md, want) {
+		t.Errorf("md %v, want %v", b.md, want)
+	}
+	var lazy mdBuilder
+	lazy.add("x", "y")
+	if lazy.md["x"][0] != "y" {
+		t.Errorf("lazy md %v", lazy.md)
+	}
+}

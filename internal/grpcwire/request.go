@@ -97,7 +97,8 @@ func ParseRequest(fields []hpack.HeaderField) (Request, *Reject) {
 		nHost       int
 		host        string
 	)
-	r.MD = make(metadata.MD, len(fields))
+	md := newMDBuilder(len(fields))
+	r.MD = md.md
 	for _, f := range fields {
 		switch f.Name {
 		case "content-type":
@@ -106,11 +107,11 @@ func ParseRequest(fields []hpack.HeaderField) (Request, *Reject) {
 				contentType = f.Value
 				continue
 			}
-			r.MD[f.Name] = append(r.MD[f.Name], f.Value)
+			md.add(f.Name, f.Value)
 			r.ContentSubtype = sub
 			isGRPC = true
 		case "grpc-accept-encoding":
-			r.MD[f.Name] = append(r.MD[f.Name], f.Value)
+			md.add(f.Name, f.Value)
 			if f.Value == "" {
 				continue
 			}
@@ -130,13 +131,13 @@ func ParseRequest(fields []hpack.HeaderField) (Request, *Reject) {
 		case ":authority":
 			nAuthority++
 			r.Authority = f.Value
-			r.MD[f.Name] = append(r.MD[f.Name], f.Value)
+			md.add(f.Name, f.Value)
 		case "host":
 			nHost++
 			host = f.Value
 		case "user-agent":
 			r.UserAgent = f.Value
-			r.MD[f.Name] = append(r.MD[f.Name], f.Value)
+			md.add(f.Name, f.Value)
 		case "grpc-timeout":
 			d, err := DecodeTimeout(f.Value)
 			if err != nil {
@@ -150,7 +151,7 @@ func ParseRequest(fields []hpack.HeaderField) (Request, *Reject) {
 			if IsReservedHeader(f.Name) {
 				continue
 			}
-			if err := addMetadata(r.MD, f.Name, f.Value); err != nil {
+			if err := md.addDecoded(f.Name, f.Value); err != nil {
 				headerErr = status.Newf(codes.Internal, "malformed binary metadata %q in header %q: %v", f.Value, f.Name, err)
 			}
 		}
@@ -174,7 +175,7 @@ func ParseRequest(fields []hpack.HeaderField) (Request, *Reject) {
 			return r, &Reject{HTTPStatus: http.StatusBadRequest, Status: status.New(codes.Internal, "no host or :authority header present")}
 		}
 		r.Authority = host
-		r.MD[":authority"] = []string{host}
+		md.add(":authority", host)
 	}
 	if httpMethod != http.MethodPost {
 		return r, &Reject{HTTPStatus: http.StatusMethodNotAllowed, Status: status.Newf(codes.Internal,

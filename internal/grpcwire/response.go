@@ -73,6 +73,8 @@ type Response struct {
 	// Reset, when set, tells the client to reset the stream with
 	// PROTOCOL_ERROR: the block broke a rule and Status says which.
 	Reset bool
+
+	md mdBuilder
 }
 
 // ParseResponse reads a HEADERS block received by a client. first is set
@@ -83,6 +85,7 @@ type Response struct {
 // final block without grpc-status reports Unknown.
 func ParseResponse(fields []hpack.HeaderField, first, endStream bool) Response {
 	var r Response
+	r.md.hint = len(fields)
 	if !first && !endStream {
 		r.Status = status.New(codes.Internal, "a HEADERS frame cannot appear in the middle of a stream")
 		r.Reset = true
@@ -188,8 +191,6 @@ func ParseResponse(fields []hpack.HeaderField, first, endStream bool) Response {
 }
 
 func (r *Response) addMD(k, v string) {
-	if r.MD == nil {
-		r.MD = make(metadata.MD, 4)
-	}
-	r.MD[k] = append(r.MD[k], v)
+	r.md.add(k, v)
+	r.MD = r.md.md
 }

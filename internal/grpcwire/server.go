@@ -58,7 +58,15 @@ type ServerStream struct {
 // connection closes; when the deadline passes the stream is reset with
 // CANCEL.
 func NewServerStream(parent context.Context, st *h2conn.Stream, req Request, cfg *ServerConfig) *ServerStream {
-	s := &ServerStream{st: st, Req: req, maxSend: cfg.MaxSend, pool: cfg.Pool}
+	s := new(ServerStream)
+	s.Init(parent, st, req, cfg)
+	return s
+}
+
+// Init is NewServerStream for a ServerStream embedded in a larger object,
+// which saves an allocation per RPC. s must be zero.
+func (s *ServerStream) Init(parent context.Context, st *h2conn.Stream, req Request, cfg *ServerConfig) {
+	s.st, s.Req, s.maxSend, s.pool = st, req, cfg.MaxSend, cfg.Pool
 	if s.pool == nil {
 		s.pool = bufpool.Default()
 	}
@@ -80,10 +88,11 @@ func NewServerStream(parent context.Context, st *h2conn.Stream, req Request, cfg
 	} else {
 		s.ctx, s.cancel = context.WithCancel(parent)
 	}
-	cancel := s.cancel
-	st.SetResetHook(func(error) { cancel() })
-	return s
+	st.SetResetHook(s.onReset)
 }
+
+// onReset runs when the stream ends abnormally: the handler's context ends.
+func (s *ServerStream) onReset(error) { s.cancel() }
 
 // Context returns the handler's context.
 func (s *ServerStream) Context() context.Context { return s.ctx }

@@ -103,6 +103,9 @@ func AppendStatus(dst []hpack.HeaderField, st *status.Status) []hpack.HeaderFiel
 	if m := st.Message(); m != "" {
 		dst = append(dst, hpack.HeaderField{Name: "grpc-message", Value: EncodeGRPCMessage(m)})
 	}
+	if st.Code() == codes.OK {
+		return dst
+	}
 	if p := st.Proto(); len(p.GetDetails()) > 0 {
 		if b, err := proto.Marshal(p); err == nil {
 			dst = append(dst, hpack.HeaderField{Name: "grpc-status-details-bin", Value: EncodeBinary(string(b))})

@@ -1,0 +1,87 @@
+package leangrpc_test
+
+import (
+	"context"
+	"testing"
+
+	"google.golang.org/grpc"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+)
+
+// BenchmarkUnary/<pair>: one unary call with a 1 KiB request and response.
+func BenchmarkUnary(b *testing.B) {
+	all := append([]pair{{"grpc-grpc", false, false}}, pairs...)
+	for _, p := range all {
+		b.Run(p.name, func(b *testing.B) {
+			t := &testing.T{}
+			_ = t
+			addr, stop := startServerB(b, p.leanServer)
+			defer stop()
+			cc, closeCC := newClientB(b, p.leanClient, addr)
+			defer closeCC()
+			tc := testgrpc.NewTestServiceClient(cc)
+			ctx := context.Background()
+			req := &testpb.SimpleRequest{ResponseSize: 1024, Payload: payload(1024)}
+			if _, err := tc.UnaryCall(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tc.UnaryCall(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkStreamPingPong/<pair>: one round trip of 1 KiB on a bidi stream.
+func BenchmarkStreamPingPong(b *testing.B) {
+	all := append([]pair{{"grpc-grpc", false, false}}, pairs...)
+	for _, p := range all {
+		b.Run(p.name, func(b *testing.B) {
+			addr, stop := startServerB(b, p.leanServer)
+			defer stop()
+			cc, closeCC := newClientB(b, p.leanClient, addr)
+			defer closeCC()
+			tc := testgrpc.NewTestServiceClient(cc)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s, err := tc.FullDuplexCall(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := &testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: 1024}}, Payload: payload(1024)}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.Send(req); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Recv(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s.CloseSend()
+			s.Recv()
+		})
+	}
+}
+
+func startServerB(b *testing.B, lean bool) (string, func()) {
+	t := &testing.T{}
+	addr, stop := startServer(t, lean, serverSettings{})
+	if t.Failed() {
+		b.Fatal("server did not start")
+	}
+	return addr, stop
+}
+
+func newClientB(b *testing.B, lean bool, addr string) (grpc.ClientConnInterface, func()) {
+	t := &testing.T{}
+	cc, closeCC := newClient(t, lean, addr, clientSettings{})
+	if t.Failed() {
+		b.Fatal("client did not start")
+	}
+	return cc, closeCC
+}
