@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,6 +59,9 @@ func TestH2spec(t *testing.T) {
 	defer srv.stop()
 
 	res := runH2spec(t, bin, ln.Addr().(*net.TCPAddr).Port)
+	if n := srv.accepted.Load(); n < int64(res.total) {
+		t.Errorf("the server accepted %d connections for %d cases: h2spec opens one per case", n, res.total)
+	}
 	npanic, first := srv.panics()
 	if npanic > 0 {
 		msg := fmt.Sprintf("the engine panicked on %d connection(s) while serving h2spec; the first:\n%s", npanic, first)
@@ -266,9 +270,10 @@ func tail(s string, lines int) string {
 // answers every request with :status 200 and a short body once it has read
 // the request body to the end.
 type trivialServer struct {
-	ln   net.Listener
-	pool *bufpool.Pool
-	wg   sync.WaitGroup
+	ln       net.Listener
+	pool     *bufpool.Pool
+	wg       sync.WaitGroup
+	accepted atomic.Int64
 
 	mu         sync.Mutex
 	conns      map[*h2conn.Conn]bool // guarded by mu
@@ -286,6 +291,7 @@ func newTrivialServer(t testing.TB, ln net.Listener) *trivialServer {
 			if err != nil {
 				return
 			}
+			s.accepted.Add(1)
 			s.wg.Go(func() { s.serveConn(nc) })
 		}
 	})
