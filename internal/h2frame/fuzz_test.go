@@ -69,84 +69,87 @@ func FuzzFrame(f *testing.F) {
 		f.Add(append([]byte{0}, s...))
 		f.Add(append([]byte{0x83}, s...))
 	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		if len(in) == 0 {
-			return
-		}
-		mode, wire := in[0], in[1:]
-		pool := fuzzPool // shared: a fresh pool per input would allocate every buffer anew
-		base := pool.Outstanding()
-		c := chopReader{data: wire, max: 1 + int(mode&0x3f)*97}
-		var src io.Reader = &c
-		pooled := mode&0x80 != 0
-		if pooled {
-			src = &fakeReady{chopReader: c}
-		}
-		const maxList = 2048
-		r := NewReader(src, ReaderConfig{Pool: pool, MaxHeaderListSize: maxList, ReadBufferSize: 64 + int(mode&0x40)*100})
-		if mode&0x40 != 0 {
-			r.ReadPreface()
-		}
-		for range 1000 {
-			fr, err := r.ReadFrame()
-			if err != nil {
-				var ce ConnError
-				var se StreamError
-				switch {
-				case errors.As(err, &se):
-					if se.StreamID == 0 || se.Reason == "" {
-						t.Fatalf("bad stream error %#v", se)
-					}
-					continue
-				case errors.As(err, &ce):
-					if ce.Reason == "" {
-						t.Fatalf("connection error without reason %#v", ce)
-					}
-				case err == io.EOF, err == io.ErrUnexpectedEOF:
-				default:
-					t.Fatalf("unexpected error type %T: %v", err, err)
+	f.Fuzz(fuzzFrameOne)
+}
+
+// fuzzFrameOne is FuzzFrame's body, callable from tests.
+func fuzzFrameOne(t *testing.T, in []byte) {
+	if len(in) == 0 {
+		return
+	}
+	mode, wire := in[0], in[1:]
+	pool := fuzzPool // shared: a fresh pool per input would allocate every buffer anew
+	base := pool.Outstanding()
+	c := chopReader{data: wire, max: 1 + int(mode&0x3f)*97}
+	var src io.Reader = &c
+	pooled := mode&0x80 != 0
+	if pooled {
+		src = &fakeReady{chopReader: c}
+	}
+	const maxList = 2048
+	r := NewReader(src, ReaderConfig{Pool: pool, MaxHeaderListSize: maxList, ReadBufferSize: 64 + int(mode&0x40)*100})
+	if mode&0x40 != 0 {
+		r.ReadPreface()
+	}
+	for range 1000 {
+		fr, err := r.ReadFrame()
+		if err != nil {
+			var ce ConnError
+			var se StreamError
+			switch {
+			case errors.As(err, &se):
+				if se.StreamID == 0 || se.Reason == "" {
+					t.Fatalf("bad stream error %#v", se)
 				}
-				break
+				continue
+			case errors.As(err, &ce):
+				if ce.Reason == "" {
+					t.Fatalf("connection error without reason %#v", ce)
+				}
+			case err == io.EOF, err == io.ErrUnexpectedEOF:
+			default:
+				t.Fatalf("unexpected error type %T: %v", err, err)
 			}
-			switch fr := fr.(type) {
-			case *DataFrame:
-				if fr.Data != nil {
-					if fr.Data.Len() == 0 || uint32(fr.Data.Len()) > fr.FlowLen {
-						t.Fatalf("DATA buffer %d bytes for a %d-byte frame", fr.Data.Len(), fr.FlowLen)
-					}
-					fr.Data.Free()
+			break
+		}
+		switch fr := fr.(type) {
+		case *DataFrame:
+			if fr.Data != nil {
+				if fr.Data.Len() == 0 || uint32(fr.Data.Len()) > fr.FlowLen {
+					t.Fatalf("DATA buffer %d bytes for a %d-byte frame", fr.Data.Len(), fr.FlowLen)
 				}
-			case *HeadersFrame:
-				var size uint32
-				for _, h := range fr.Fields {
-					size += h.Size()
-				}
-				if size > maxList {
-					t.Fatalf("header list of %d bytes past the %d limit", size, maxList)
-				}
-				if !fr.Flags.Has(FlagEndHeaders) {
-					t.Fatal("HEADERS returned without END_HEADERS")
-				}
-			case *SettingsFrame:
-				for _, s := range fr.Settings {
-					if s.Valid() != nil {
-						t.Fatalf("invalid setting returned: %+v", s)
-					}
-				}
-			case *WindowUpdateFrame:
-				if fr.Increment == 0 {
-					t.Fatal("zero WINDOW_UPDATE returned")
+				fr.Data.Free()
+			}
+		case *HeadersFrame:
+			var size uint32
+			for _, h := range fr.Fields {
+				size += h.Size()
+			}
+			if size > maxList {
+				t.Fatalf("header list of %d bytes past the %d limit", size, maxList)
+			}
+			if !fr.Flags.Has(FlagEndHeaders) {
+				t.Fatal("HEADERS returned without END_HEADERS")
+			}
+		case *SettingsFrame:
+			for _, s := range fr.Settings {
+				if s.Valid() != nil {
+					t.Fatalf("invalid setting returned: %+v", s)
 				}
 			}
-			if pooled && r.Buffered() == 0 && r.HoldsReadBuffer() {
-				t.Fatal("pooled reader idle with a read buffer")
+		case *WindowUpdateFrame:
+			if fr.Increment == 0 {
+				t.Fatal("zero WINDOW_UPDATE returned")
 			}
 		}
-		r.Close()
-		if n := pool.Outstanding() - base; n != 0 {
-			t.Fatalf("pool outstanding %d after Close", n)
+		if pooled && r.Buffered() == 0 && r.HoldsReadBuffer() {
+			t.Fatal("pooled reader idle with a read buffer")
 		}
-	})
+	}
+	r.Close()
+	if n := pool.Outstanding() - base; n != 0 {
+		t.Fatalf("pool outstanding %d after Close", n)
+	}
 }
 
 var fuzzPool = bufpool.New(nil)
