@@ -154,7 +154,14 @@ func NewClientConn(nc net.Conn, cfg Config) (*Conn, error) {
 // ErrGoingAway (retryable: nothing was sent) after a GOAWAY. fields is
 // borrowed until return.
 func (c *Conn) NewStream(ctx context.Context, fields []hpack.HeaderField, endStream bool) (*Stream, error) {
-	return c.newStream(ctx, fields, endStream)
+	return c.newStream(ctx, fields, endStream, false)
+}
+
+// NewStreamHold is NewStream(ctx, fields, false) except that the HEADERS
+// may stay in the connection's write buffer until the stream's next write
+// (see HoldFlush): a unary request then leaves in one syscall.
+func (c *Conn) NewStreamHold(ctx context.Context, fields []hpack.HeaderField) (*Stream, error) {
+	return c.newStream(ctx, fields, false, true)
 }
 
 // GoAway stops the connection from accepting new streams and sends GOAWAY
@@ -269,6 +276,13 @@ func (s *Stream) WriteTrailers(fields []hpack.HeaderField) error {
 func (s *Stream) WriteData(b *bufpool.Buffer, endStream bool) error {
 	return s.writeData(b, endStream)
 }
+
+// HoldFlush lets the stream's next WriteHeaders or WriteData return with
+// its frames encoded but not yet flushed, when nothing else is waiting to
+// be written: the write after it sends both in one syscall (response
+// headers and a message, or the last message and the trailers). The caller
+// must write again at once; until then those bytes wait.
+func (s *Stream) HoldFlush() { s.holdFlush() }
 
 // CloseSend half-closes the sending side with an empty DATA frame carrying
 // END_STREAM. It is WriteData(nil, true).

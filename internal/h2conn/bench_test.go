@@ -10,7 +10,7 @@ import (
 
 // unaryHandler answers each stream with headers, one DATA frame echoing the
 // request and trailers, as a unary gRPC call does.
-func unaryHandler(pool *bufpool.Pool) Handler {
+func unaryHandler(pool *bufpool.Pool, hold bool) Handler {
 	return HandlerFunc(func(s *Stream) {
 		go func() {
 			var in *bufpool.Buffer
@@ -28,8 +28,14 @@ func unaryHandler(pool *bufpool.Pool) Handler {
 					b.Free()
 				}
 			}
+			if hold {
+				s.HoldFlush()
+			}
 			s.WriteHeaders(respFields, false)
 			if in != nil {
+				if hold {
+					s.HoldFlush()
+				}
 				s.WriteData(in, false)
 			}
 			s.WriteTrailers(trailerFields)
@@ -38,8 +44,16 @@ func unaryHandler(pool *bufpool.Pool) Handler {
 	})
 }
 
-func unaryCall(tb testing.TB, c *Conn, pool *bufpool.Pool, payload []byte) {
-	s, err := c.NewStream(context.Background(), reqFields("/bench"), false)
+var benchReq = reqFields("/bench")
+
+func unaryCall(tb testing.TB, c *Conn, pool *bufpool.Pool, payload []byte, hold bool) {
+	var s *Stream
+	var err error
+	if hold {
+		s, err = c.NewStreamHold(context.Background(), benchReq)
+	} else {
+		s, err = c.NewStream(context.Background(), benchReq, false)
+	}
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -64,17 +78,24 @@ func unaryCall(tb testing.TB, c *Conn, pool *bufpool.Pool, payload []byte) {
 
 func BenchmarkConn(b *testing.B) {
 	for _, size := range []int{100, 1 << 20} {
-		b.Run("Unary/"+sizeName(size)+"/leangrpc", func(b *testing.B) {
-			p := newPair(b, Config{}, Config{}, unaryHandler, true)
-			defer p.close(b)
-			payload := make([]byte, size)
-			unaryCall(b, p.client, p.pool, payload)
-			b.SetBytes(int64(2 * size))
-			b.ReportAllocs()
-			for b.Loop() {
-				unaryCall(b, p.client, p.pool, payload)
+		for _, hold := range []bool{false, true} {
+			name := "Unary/" + sizeName(size) + "/flush"
+			if hold {
+				name = "Unary/" + sizeName(size) + "/hold"
 			}
-		})
+			b.Run(name, func(b *testing.B) {
+				h := func(pool *bufpool.Pool) Handler { return unaryHandler(pool, hold) }
+				p := newPair(b, Config{}, Config{}, h, true)
+				defer p.close(b)
+				payload := make([]byte, size)
+				unaryCall(b, p.client, p.pool, payload, hold)
+				b.SetBytes(int64(2 * size))
+				b.ReportAllocs()
+				for b.Loop() {
+					unaryCall(b, p.client, p.pool, payload, hold)
+				}
+			})
+		}
 	}
 }
 

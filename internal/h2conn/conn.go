@@ -72,6 +72,7 @@ type Conn struct {
 	settingsAcked bool
 	kaPingOut     bool              // a keepalive PING is outstanding
 	wantWrite     bool              // something new became writable since the writer last looked
+	soloBatch     bool              // the unflushed bytes in fw are all held writes of one stream
 	drainStarted  bool              // drainedLocked started the final close
 	localSettings []h2frame.Setting // payload of the next SETTINGS we send
 

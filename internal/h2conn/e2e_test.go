@@ -364,3 +364,91 @@ func TestCloseFailsStreams(t *testing.T) {
 	p.close(t)
 	checkLeaks(t, p.pool, g)
 }
+
+// countConn counts Write calls on a net.Conn.
+type countConn struct {
+	net.Conn
+	mu     sync.Mutex
+	writes int
+}
+
+func (c *countConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.writes++
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *countConn) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes
+}
+
+// HoldFlush: response headers, message and trailers leave in one write;
+// without it, in three.
+func TestHoldFlushBatchesWrites(t *testing.T) {
+	for _, hold := range []bool{false, true} {
+		g := runtime.NumGoroutine()
+		pool := bufpool.New(nil)
+		cn, sn := net.Pipe()
+		cc := &countConn{Conn: sn}
+		respond := make(chan *Stream, 1)
+		srv := NewServerConn(cc, Config{Pool: pool}, HandlerFunc(func(s *Stream) { respond <- s }))
+		serveErr := make(chan error, 1)
+		go func() { serveErr <- srv.Serve() }()
+		cl, err := NewClientConn(cn, Config{Pool: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := cl.NewStream(context.Background(), reqFields("/x"), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss := <-respond
+		// Let the server's own SETTINGS, ACKs and WINDOW_UPDATE go out.
+		time.Sleep(20 * time.Millisecond)
+		before := cc.count()
+		if hold {
+			ss.HoldFlush()
+		}
+		if err := ss.WriteHeaders(respFields, false); err != nil {
+			t.Fatal(err)
+		}
+		if hold {
+			ss.HoldFlush()
+		}
+		if err := ss.WriteData(pool.Copy([]byte("reply")), false); err != nil {
+			t.Fatal(err)
+		}
+		if err := ss.WriteTrailers(trailerFields); err != nil {
+			t.Fatal(err)
+		}
+		want := 3
+		if hold {
+			want = 1
+		}
+		if n := cc.count() - before; n != want {
+			t.Errorf("hold=%v: %d writes for headers+data+trailers, want %d", hold, n, want)
+		}
+		if _, _, err := s.RecvHeaders(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.Recv()
+		if err != nil || string(b.Bytes()) != "reply" {
+			t.Fatalf("Recv %v", err)
+		}
+		b.Free()
+		if _, err := s.Recv(); err != io.EOF {
+			t.Fatalf("Recv end: %v", err)
+		}
+		s.Release()
+		ss.Release()
+		cl.Close()
+		srv.Close()
+		<-cl.Done()
+		<-srv.Done()
+		<-serveErr
+		checkLeaks(t, pool, g)
+	}
+}

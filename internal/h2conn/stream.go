@@ -39,6 +39,8 @@ type Stream struct {
 	sendOff     int
 	sendEnd     bool
 	sendResult  error // outcome of the last item
+	sendHold    bool  // the item may stay unflushed (HoldFlush)
+	hold        bool  // HoldFlush was called; applies to the next item
 	sendWaiting bool  // the sender is parked on sendCh
 	handoff     bool  // the parked sender was handed the write role
 	inReady     bool  // linked in conn.ready
@@ -207,7 +209,7 @@ func (c *Conn) failStreamLocked(s *Stream, err *Error) func(error) {
 	return nil
 }
 
-func (c *Conn) newStream(ctx context.Context, fields []hpack.HeaderField, endStream bool) (*Stream, error) {
+func (c *Conn) newStream(ctx context.Context, fields []hpack.HeaderField, endStream, hold bool) (*Stream, error) {
 	if c.role != RoleClient {
 		return nil, ErrWrongRole
 	}
@@ -240,6 +242,7 @@ func (c *Conn) newStream(ctx context.Context, fields []hpack.HeaderField, endStr
 	s := c.newStreamLocked(c.nextID, true)
 	c.nextID += 2
 	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, endStream
+	s.sendHold = hold && !endStream
 	s.endQueued = endStream
 	c.readyLocked(s)
 	if err := s.waitSendLocked(); err != nil {
@@ -405,6 +408,7 @@ func (s *Stream) writeHeaders(fields []hpack.HeaderField, end bool) error {
 		return ErrTrailersMustEnd
 	}
 	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, end
+	s.sendHold, s.hold = s.hold, false
 	s.endQueued = end
 	c.readyLocked(s)
 	return s.waitSendLocked()
@@ -431,6 +435,7 @@ func (s *Stream) writeData(b *bufpool.Buffer, end bool) error {
 		return err
 	}
 	s.sendKind, s.sendBuf, s.sendOff, s.sendEnd = sendData, b, 0, end
+	s.sendHold, s.hold = s.hold, false
 	s.endQueued = end
 	c.readyLocked(s)
 	return s.waitSendLocked()
@@ -455,6 +460,13 @@ func (s *Stream) reset(code h2frame.ErrCode) {
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: s.id, code: code}, false)
 		c.flushLocked()
 	}
+	c.mu.Unlock()
+}
+
+func (s *Stream) holdFlush() {
+	c := s.conn
+	c.mu.Lock()
+	s.hold = true
 	c.mu.Unlock()
 }
 

@@ -155,13 +155,22 @@ func (c *Conn) writeLoop(self *Stream) {
 	for {
 		if !c.closing {
 			c.wantWrite = false
+			c.soloBatch = self != nil && len(c.ctrl) == 0 && (c.soloBatch || c.fw.Buffered() == 0)
 			c.applyPeerSettingsLocked()
 			c.encodeCtrlLocked()
-			c.encodeStreamsLocked()
+			c.encodeStreamsLocked(self)
 		}
 		if c.fw.Buffered() == 0 {
 			break
 		}
+		if self != nil && self.sendHold && self.sendKind == sendNone && c.soloBatch && !c.closing {
+			// HoldFlush: only this stream's frames are waiting, and its
+			// caller writes again at once. Any later writer flushes them.
+			self.sendHold = false
+			c.wantWrite = true
+			break
+		}
+		c.soloBatch = false
 		c.mu.Unlock()
 		err := c.fw.Flush()
 		c.mu.Lock()
@@ -227,13 +236,16 @@ func (c *Conn) encodeCtrlLocked() {
 // encodeStreamsLocked runs round-robin over the ready list, one frame per
 // stream per round, until the batch budget is spent or no stream can make
 // progress.
-func (c *Conn) encodeStreamsLocked() {
+func (c *Conn) encodeStreamsLocked(self *Stream) {
 	budget := c.cfg.WriteBatchBytes
 	for budget > 0 && c.ready.n > 0 {
 		progress := false
 		for n := c.ready.n; n > 0 && budget > 0; n-- {
 			s := c.ready.pop()
 			p, keep := c.encodeOneLocked(s, &budget)
+			if p && s != self {
+				c.soloBatch = false
+			}
 			progress = progress || p
 			if keep {
 				c.ready.push(s)
