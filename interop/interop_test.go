@@ -20,6 +20,9 @@
 //
 //	go test ./interop/ -p 1 -v
 //	LEANGRPC_INTEROP=1 go test ./interop/ -run 'TestInterop/lean_to_lean' -v
+//
+// LEANGRPC_INTEROP_RACE=1 builds this project's programs with -race, so a
+// data race in leangrpc fails the case that ran into it.
 package interop_test
 
 import (
@@ -134,6 +137,9 @@ func (p *program) get(t *testing.T) string {
 func goBuild(pkg string, tags ...string) func(string) ([]byte, error) {
 	return func(out string) ([]byte, error) {
 		args := []string{"build", "-o", out}
+		if os.Getenv("LEANGRPC_INTEROP_RACE") == "1" {
+			args = append(args, "-race")
+		}
 		if len(tags) > 0 {
 			args = append(args, "-tags", strings.Join(tags, ","))
 		}
