@@ -8,8 +8,8 @@
 //
 // The only line that differs from a grpc-go client is the constructor:
 //
-//	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials())) // grpc-go
-//	cc, err := leangrpc.NewClient(addr)                                                        // leangrpc
+//	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))         // grpc-go
+//	cc, err := leangrpc.NewClient(addr, leangrpc.WithTransportCredentials(insecure.NewCredentials())) // leangrpc
 //
 // The generated client, call options, metadata and status are grpc-go's.
 package main
@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -39,7 +40,8 @@ var (
 
 func main() {
 	flag.Parse()
-	cc, err := leangrpc.NewClient(*addr) // with grpc-go: grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// With grpc-go: grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := leangrpc.NewClient(*addr, leangrpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		log.Fatalf("NewClient: %v", err)
 	}
