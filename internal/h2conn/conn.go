@@ -73,6 +73,7 @@ type Conn struct {
 	kaPingOut     bool              // a keepalive PING is outstanding
 	wantWrite     bool              // something new became writable since the writer last looked
 	soloBatch     bool              // the unflushed bytes in fw are all held writes of one stream
+	freeStreams   []*Stream         // released streams kept for reuse
 	drainStarted  bool              // drainedLocked started the final close
 	localSettings []h2frame.Setting // payload of the next SETTINGS we send
 

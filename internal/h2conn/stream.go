@@ -3,7 +3,6 @@ package h2conn
 import (
 	"context"
 	"io"
-	"sync"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
@@ -70,13 +69,23 @@ type Stream struct {
 	sendCh chan struct{} // one slot; signals the sender
 }
 
-var streamPool = sync.Pool{New: func() any {
-	return &Stream{recvCh: make(chan struct{}, 1), sendCh: make(chan struct{}, 1)}
-}}
+// maxFreeStreams bounds the released Stream objects a connection keeps for
+// reuse. The free list is per connection rather than a global sync.Pool so
+// that a Stream's channels never cross into another connection (or a
+// testing/synctest bubble).
+const maxFreeStreams = 32
 
-// newStreamLocked takes a stream object from the pool and registers it.
+// newStreamLocked takes a released stream object, or a new one, and
+// registers it.
 func (c *Conn) newStreamLocked(id uint32, local bool) *Stream {
-	s := streamPool.Get().(*Stream)
+	var s *Stream
+	if n := len(c.freeStreams); n > 0 {
+		s = c.freeStreams[n-1]
+		c.freeStreams[n-1] = nil
+		c.freeStreams = c.freeStreams[:n-1]
+	} else {
+		s = &Stream{recvCh: make(chan struct{}, 1), sendCh: make(chan struct{}, 1)}
+	}
 	s.id, s.conn, s.local = id, c, local
 	s.state = stateIdle
 	s.out.n = int64(c.peer.initialWindowSize)
@@ -523,7 +532,8 @@ func (s *Stream) release() {
 		}
 	}
 	s.recvQ.freeAll()
-	reuse := !s.inReady && !s.sendWaiting && !s.recvWaiting && s.sendKind == sendNone
+	reuse := !s.inReady && !s.sendWaiting && !s.recvWaiting && s.sendKind == sendNone &&
+		!c.closing && len(c.freeStreams) < maxFreeStreams
 	if reuse {
 		hdrs, trls, q := s.hdrs[:0], s.trls[:0], s.recvQ.q[:0]
 		if s.trailersOnly {
@@ -540,9 +550,7 @@ func (s *Stream) release() {
 		}
 		*s = Stream{hdrs: hdrs, trls: trls, recvCh: recvCh, sendCh: sendCh}
 		s.recvQ.q = q
+		c.freeStreams = append(c.freeStreams, s)
 	}
 	c.mu.Unlock()
-	if reuse {
-		streamPool.Put(s)
-	}
 }
