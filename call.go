@@ -3,6 +3,7 @@ package leangrpc
 import (
 	"context"
 	"io"
+	"net"
 	"sync"
 
 	"github.com/leangrpc/leangrpc/internal/grpcwire"
@@ -139,6 +140,7 @@ func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInf
 			return cs, p, nil
 		}
 		if attempt < 2 && retryable(err) {
+			cc.dropConn(conn)
 			continue
 		}
 		return nil, nil, err
@@ -147,7 +149,8 @@ func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInf
 
 func retryable(err error) bool {
 	var he *h2conn.Error
-	return status.Code(err) == codes.Unavailable && (errorsIs(err, h2conn.ErrGoingAway) || errorsAs(err, &he) && he.Unprocessed || errorsIs(err, h2conn.ErrConnClosed))
+	return status.Code(err) == codes.Unavailable && (errorsIs(err, h2conn.ErrGoingAway) || errorsAs(err, &he) && he.Unprocessed ||
+		errorsIs(err, h2conn.ErrConnClosed) || errorsIs(err, net.ErrClosed))
 }
 
 // Invoke performs a unary RPC.

@@ -317,6 +317,17 @@ func pooledReads(opt *bool) bool {
 	return pooledReadsDefault()
 }
 
+// dropConn stops handing out c, on which a stream could not be opened
+// because the connection failed; the next call dials afresh.
+func (cc *ClientConn) dropConn(c *h2conn.Conn) {
+	cc.mu.Lock()
+	if cc.conn == c {
+		cc.conn = nil
+		cc.old = append(pruneDone(cc.old), c)
+	}
+	cc.mu.Unlock()
+}
+
 // pruneDone drops the connections that have ended.
 func pruneDone(cs []*h2conn.Conn) []*h2conn.Conn {
 	out := cs[:0]

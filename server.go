@@ -193,7 +193,11 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	sc := &serverConn{srv: s}
 	sc.peer = &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
-	sc.ctx = peer.NewContext(context.Background(), sc.peer)
+	// Every call's context derives from the connection's, which ends with
+	// the connection whatever the engine reports per stream.
+	ctx, cancel := context.WithCancel(peer.NewContext(context.Background(), sc.peer))
+	defer cancel()
+	sc.ctx = ctx
 	conn := h2conn.NewServerConn(nc, s.h2cfg, sc)
 	s.mu.Lock()
 	if s.stopped {
@@ -204,6 +208,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	s.conns[conn] = struct{}{}
 	s.mu.Unlock()
 	conn.Serve()
+	cancel()
 	s.mu.Lock()
 	delete(s.conns, conn)
 	s.mu.Unlock()
