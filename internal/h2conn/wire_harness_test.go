@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -38,12 +39,9 @@ func (x *xDecoder) DecodeBlock(block []byte) ([]hpack.HeaderField, error) {
 }
 
 // wireSynctest runs every wire test inside a testing/synctest bubble, where
-// time is fake: timeouts cost nothing and timing assertions are exact. It
-// is off by default while the engine keeps Stream objects, with channels
-// made in one bubble, in a process-wide sync.Pool: reusing one in another
-// bubble is a fatal error of the runtime ("receive on synctest channel from
-// outside bubble"). Set LEANGRPC_WIRE_SYNCTEST=1 to run them in bubbles.
-var wireSynctest = os.Getenv("LEANGRPC_WIRE_SYNCTEST") == "1"
+// time is fake: timeouts cost nothing and timing assertions are exact. Set
+// LEANGRPC_WIRE_SYNCTEST=0 to run them in real time instead.
+var wireSynctest = os.Getenv("LEANGRPC_WIRE_SYNCTEST") != "0"
 
 // quiet is how long a WantNothing listens.
 const quiet = 200 * time.Millisecond
@@ -52,7 +50,16 @@ const quiet = 200 * time.Millisecond
 func wireRun(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
 	if wireSynctest {
+		// The engine keeps Stream objects, with their channels, in a
+		// process-wide sync.Pool. A channel made in one bubble must not be
+		// used from another (a fatal error), nor one made outside from
+		// inside (it would not block durably): two collections empty
+		// every sync.Pool, so each bubble starts with streams of its own.
+		runtime.GC()
+		runtime.GC()
 		synctest.Test(t, f)
+		runtime.GC()
+		runtime.GC()
 		return
 	}
 	f(t)
