@@ -198,7 +198,9 @@ func (c *Conn) startClient() error {
 	c.queueInitialSettingsLocked()
 	c.writeLoop(nil)
 	err := c.closeErr
-	c.startTimersLocked()
+	if err == nil {
+		c.startTimersLocked()
+	}
 	c.mu.Unlock()
 	if err != nil {
 		c.finish()

@@ -452,3 +452,47 @@ func TestHoldFlushBatchesWrites(t *testing.T) {
 		checkLeaks(t, pool, g)
 	}
 }
+
+// API misuse gets sentinel errors, never a frame on the wire.
+func TestMisuse(t *testing.T) {
+	g := runtime.NumGoroutine()
+	got := make(chan *Stream, 1)
+	h := func(pool *bufpool.Pool) Handler { return HandlerFunc(func(s *Stream) { got <- s }) }
+	p := newPair(t, Config{}, Config{}, h, false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := <-got
+	if err := ss.WriteData(p.pool.Copy([]byte("x")), false); !errors.Is(err, ErrHeadersNotSent) {
+		t.Errorf("DATA before HEADERS: %v", err)
+	}
+	if err := s.WriteData(p.pool.Copy([]byte("x")), false); !errors.Is(err, ErrSendClosed) {
+		t.Errorf("DATA after END_STREAM: %v", err)
+	}
+	if err := ss.WriteHeaders(respFields, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.WriteHeaders(respFields, false); !errors.Is(err, ErrTrailersMustEnd) {
+		t.Errorf("second HEADERS without END_STREAM: %v", err)
+	}
+	if _, _, err := ss.RecvHeaders(); !errors.Is(err, ErrWrongRole) {
+		t.Errorf("RecvHeaders on a server stream: %v", err)
+	}
+	if _, err := p.server.NewStream(context.Background(), reqFields("/x"), true); !errors.Is(err, ErrWrongRole) {
+		t.Errorf("NewStream on a server: %v", err)
+	}
+	if err := ss.WriteTrailers(trailerFields); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.RecvHeaders(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != io.EOF {
+		t.Fatalf("Recv: %v", err)
+	}
+	s.Release()
+	ss.Release()
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}

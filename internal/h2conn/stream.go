@@ -430,11 +430,10 @@ func (s *Stream) writeData(b *bufpool.Buffer, end bool) error {
 	switch {
 	case s.err != nil:
 		err = s.err
+	case !s.headersSent:
+		err = ErrHeadersNotSent
 	case s.endQueued || !s.state.canSend():
 		err = ErrSendClosed
-		if !s.headersSent {
-			err = ErrHeadersNotSent
-		}
 	}
 	if err != nil {
 		c.mu.Unlock()
