@@ -173,7 +173,26 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 			}
 		}()
 	}
-	cs, p, err := cc.openStream(ctx, method, &ci)
+	for attempt := 0; ; attempt++ {
+		err = cc.invokeOnce(ctx, method, args, reply, &ci)
+		// A stream the server never processed (refused, or above a
+		// GOAWAY's last stream id) is retried transparently, as grpc-go
+		// does.
+		if err == nil || attempt >= 2 || !unprocessed(err) {
+			return err
+		}
+	}
+}
+
+// unprocessed reports whether err says the server did not process the
+// stream, so that the call may run again.
+func unprocessed(err error) bool {
+	var he *h2conn.Error
+	return status.Code(err) == codes.Unavailable && (errorsAs(err, &he) && he.Unprocessed || errorsIs(err, h2conn.ErrGoingAway))
+}
+
+func (cc *ClientConn) invokeOnce(ctx context.Context, method string, args, reply any, ci *callInfo) error {
+	cs, p, err := cc.openStream(ctx, method, ci)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leangrpc/leangrpc"
+	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -139,8 +140,10 @@ func forPairs(t *testing.T, f func(t *testing.T, p pair)) {
 	for _, p := range pairs {
 		t.Run(p.name, func(t *testing.T) {
 			base := runtime.NumGoroutine()
+			bufs := bufpool.Default().Outstanding()
 			t.Run("body", func(t *testing.T) { f(t, p) })
 			checkGoroutines(t, base)
+			checkBuffers(t, bufs)
 		})
 	}
 }
@@ -157,6 +160,25 @@ func checkGoroutines(t *testing.T, base int) {
 			buf := make([]byte, 1<<16)
 			buf = buf[:runtime.Stack(buf, true)]
 			t.Errorf("goroutines: %d after the test, %d before\n%s", n, base, buf)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// checkBuffers waits for the default pool's outstanding buffers to return
+// to base: every read and write buffer of the closed connections, and
+// every received message, was freed.
+func checkBuffers(t *testing.T, base int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := bufpool.Default().Outstanding()
+		if n <= base {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("pool buffers: %d outstanding after the test, %d before", n, base)
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
