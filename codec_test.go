@@ -6,8 +6,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 )
 
