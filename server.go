@@ -269,7 +269,8 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 	s := sc.srv
 	req, rej := grpcwire.ParseRequest(st.Headers())
 	if rej != nil {
-		go grpcwire.RejectStream(st, &req, rej)
+		rq := req // only this branch pays for a heap copy
+		go grpcwire.RejectStream(st, &rq, rej)
 		return
 	}
 	r := &rpc{srv: s}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
@@ -35,11 +36,11 @@ type ClientStream struct {
 	pool    *bufpool.Pool
 	maxSend int
 
-	// hdrMu serializes the wait for the response headers; hdrDone is
-	// closed once header, encoding and (for Trailers-Only) the final status
-	// are set.
+	// hdrMu serializes the wait for the response headers; hdrDone is set
+	// once header, encoding and (for Trailers-Only) the final status are.
 	hdrMu    sync.Mutex
-	hdrDone  chan struct{}
+	hdrDone  atomic.Bool
+	fieldBuf [12]hpack.HeaderField // request fields, used until NewStream returns
 	header   metadata.MD
 	encoding string
 	hdrErr   error // the call's final error when it ended before headers
@@ -66,13 +67,14 @@ func NewClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 			return nil, status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 		}
 	}
-	var buf [16]hpackField
-	fields := AppendRequestHeaders(buf[:0], req)
+	s := &ClientStream{ctx: ctx, codec: cfg.Codec, pool: cfg.Pool, maxSend: cfg.MaxSend}
+	fields := AppendRequestHeaders(s.fieldBuf[:0], req)
 	st, err := c.NewStream(ctx, fields, false)
+	clear(s.fieldBuf[:])
 	if err != nil {
 		return nil, StreamStatusError(ctx, err)
 	}
-	s := &ClientStream{st: st, ctx: ctx, codec: cfg.Codec, pool: cfg.Pool, maxSend: cfg.MaxSend, hdrDone: make(chan struct{})}
+	s.st = st
 	if s.codec == nil {
 		s.codec = protoCodec
 	}
@@ -133,19 +135,15 @@ func (s *ClientStream) Trailer() metadata.MD {
 }
 
 func (s *ClientStream) waitHeaders() {
-	select {
-	case <-s.hdrDone:
+	if s.hdrDone.Load() {
 		return
-	default:
 	}
 	s.hdrMu.Lock()
 	defer s.hdrMu.Unlock()
-	select {
-	case <-s.hdrDone:
+	if s.hdrDone.Load() {
 		return
-	default:
 	}
-	defer close(s.hdrDone)
+	defer s.hdrDone.Store(true)
 	for {
 		fields, end, err := s.st.RecvHeaders()
 		if err != nil {
@@ -284,7 +282,5 @@ func (s *ClientStream) Abort() {
 
 // Ended reports whether the call's final status is known to RecvMsg.
 func (s *ClientStream) Ended() bool { return s.ended }
-
-type hpackField = hpack.HeaderField
 
 func timeUntil(t time.Time) time.Duration { return time.Until(t) }

@@ -43,7 +43,8 @@ type ServerStream struct {
 	recvEOF bool
 	recvErr error
 
-	mu         sync.Mutex // guards the fields below
+	mu         sync.Mutex           // guards the fields below
+	fieldBuf   [8]hpack.HeaderField // response fields, used until WriteHeaders returns
 	header     metadata.MD
 	trailer    metadata.MD
 	headerSent bool
@@ -126,9 +127,10 @@ func (s *ServerStream) SendHeader(md metadata.MD) error {
 
 func (s *ServerStream) sendHeaderLocked() error {
 	s.headerSent = true
-	var buf [8]hpack.HeaderField
-	fields := AppendResponseHeaders(buf[:0], s.Req.ContentSubtype, "", s.header)
-	if err := s.st.WriteHeaders(fields, false); err != nil {
+	fields := AppendResponseHeaders(s.fieldBuf[:0], s.Req.ContentSubtype, "", s.header)
+	err := s.st.WriteHeaders(fields, false)
+	clear(s.fieldBuf[:])
+	if err != nil {
 		return StreamStatusError(s.ctx, err)
 	}
 	return nil
@@ -235,11 +237,13 @@ func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
 		return nil
 	}
 	s.finished = true
-	var buf [8]hpack.HeaderField
-	fields := AppendTrailers(buf[:0], !s.headerSent, httpStatus, s.Req.ContentSubtype, st, s.trailer)
+	fields := AppendTrailers(s.fieldBuf[:0], !s.headerSent, httpStatus, s.Req.ContentSubtype, st, s.trailer)
 	s.headerSent = true
 	s.mu.Unlock()
+	// fieldBuf is free to use outside mu now: finished is set, so no
+	// other method touches it.
 	err := s.st.WriteTrailers(fields)
+	clear(s.fieldBuf[:])
 	if err == nil && !s.recvEOF {
 		select {
 		case <-s.st.Done():

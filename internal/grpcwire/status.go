@@ -19,6 +19,8 @@ import (
 
 const hexDigits = "0123456789ABCDEF"
 
+var statusOK = status.New(codes.OK, "")
+
 // EncodeGRPCMessage percent-encodes a grpc-message value as PROTOCOL-HTTP2 asks:
 // printable ASCII except '%' passes, every other byte (including each byte
 // of a multi-byte UTF-8 sequence) becomes %XX. Invalid UTF-8 is encoded as
@@ -128,6 +130,9 @@ func codeString(c codes.Code) string {
 // values. Details whose code disagrees with grpc-status turn the status into
 // Internal, as grpc-go does; undecodable details are ignored.
 func statusFromTrailer(code codes.Code, msg string, details []string) *status.Status {
+	if code == codes.OK && msg == "" && len(details) == 0 {
+		return statusOK // statuses are immutable: one serves every call
+	}
 	if len(details) != 1 {
 		return status.New(code, msg)
 	}
