@@ -165,7 +165,7 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 	c.fw = h2frame.NewWriter(wc, h2frame.WriterConfig{Pool: cfg.Pool})
 	c.peer = peerSettings{
 		headerTableSize:      h2frame.DefaultHeaderTableLen,
-		maxConcurrentStreams: ^uint32(0),
+		maxConcurrentStreams: initialPeerMaxStreams,
 		initialWindowSize:    h2frame.DefaultInitialWindow,
 		maxFrameSize:         h2frame.MinMaxFrameSize,
 		maxHeaderListSize:    ^uint32(0),

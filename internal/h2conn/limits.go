@@ -71,6 +71,10 @@ const (
 	maxEmptyDataFrames = 1000
 	// CONTINUATION floods and header bytes are bounded by the frame
 	// layer (h2frame/limits.go) under our SETTINGS_MAX_HEADER_LIST_SIZE.
+	// initialPeerMaxStreams: what a client assumes of the server's
+	// MAX_CONCURRENT_STREAMS until its SETTINGS arrive (the RFC's
+	// "unlimited" would get a burst of early streams refused).
+	initialPeerMaxStreams = 100
 	// recentClosedIDs: how many closed peer stream ids the engine
 	// remembers to answer HEADERS on them with STREAM_CLOSED rather than
 	// PROTOCOL_ERROR (RFC 9113 §5.1 vs §5.1.1).

@@ -39,6 +39,14 @@ func (c *Conn) onSettings(f *h2frame.SettingsFrame) *Error {
 			if c.timers.settings != nil {
 				c.timers.settings.Stop()
 			}
+			if c.streamWindow < h2frame.DefaultInitialWindow {
+				// Our smaller INITIAL_WINDOW_SIZE is now in force for the
+				// streams opened under the default (§6.9.2).
+				delta := int64(c.streamWindow) - h2frame.DefaultInitialWindow
+				for _, s := range c.streams {
+					s.in.avail += delta
+				}
+			}
 		}
 		return nil
 	}

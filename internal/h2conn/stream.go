@@ -89,7 +89,13 @@ func (c *Conn) newStreamLocked(id uint32, local bool) *Stream {
 	s.id, s.conn, s.local = id, c, local
 	s.state = stateIdle
 	s.out.n = int64(c.peer.initialWindowSize)
-	s.in.init(c.streamWindow)
+	w := c.streamWindow
+	if !c.settingsAcked && w < h2frame.DefaultInitialWindow {
+		// Until the peer acknowledges our SETTINGS it may use the default
+		// window (RFC 9113 §6.5.3); the difference is taken back on the ACK.
+		w = h2frame.DefaultInitialWindow
+	}
+	s.in.init(w)
 	s.contentLength = -1
 	c.streams[id] = s
 	if local {
