@@ -149,8 +149,9 @@ func (c *Conn) parkedSenderLocked() *Stream {
 // writeLoop runs with mu held by the holder of the write role: it encodes
 // what is queued, flushes without mu, and repeats until nothing is left;
 // then it releases the role. self is the calling sender's stream, if any:
-// once its own item is written it passes the role to another parked
-// sender rather than writing for everyone indefinitely.
+// once its own item is written (at once, when self is nil) it passes the
+// role to a parked sender after each flush rather than writing for
+// everyone indefinitely.
 func (c *Conn) writeLoop(self *Stream) {
 	for {
 		if !c.closing {
@@ -182,7 +183,9 @@ func (c *Conn) writeLoop(self *Stream) {
 			c.mu.Lock()
 			return
 		}
-		if self != nil && self.sendKind == sendNone && !c.closing {
+		if (self == nil || self.sendKind == sendNone) && !c.closing {
+			// Done with our own work: a parked sender takes over the
+			// rest, so that nobody writes for everyone indefinitely.
 			if s := c.parkedSenderLocked(); s != nil && s != self {
 				s.handoff = true
 				s.signalSend()
