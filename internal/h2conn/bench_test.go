@@ -105,3 +105,19 @@ func sizeName(n int) string {
 	}
 	return "100B"
 }
+
+// BenchmarkConn/UnaryParallel: 64 concurrent unary calls on one connection.
+func BenchmarkConnParallel(b *testing.B) {
+	h := func(pool *bufpool.Pool) Handler { return unaryHandler(pool, true) }
+	p := newPair(b, Config{}, Config{}, h, true)
+	defer p.close(b)
+	payload := make([]byte, 100)
+	unaryCall(b, p.client, p.pool, payload, true)
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			unaryCall(b, p.client, p.pool, payload, true)
+		}
+	})
+}

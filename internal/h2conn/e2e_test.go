@@ -496,3 +496,21 @@ func TestMisuse(t *testing.T) {
 	p.close(t)
 	checkLeaks(t, p.pool, g)
 }
+
+// Small RPCs never make the BDP estimator ping (grpc-go pings on every
+// burst of data; we wait for a window's worth).
+func TestNoBDPPingsOnSmallRPCs(t *testing.T) {
+	g := runtime.NumGoroutine()
+	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, true)
+	for range 300 {
+		roundTrip(t, p.client, p.pool, make([]byte, 1000))
+	}
+	p.server.mu.Lock()
+	pinged := !p.server.lastPingAt.IsZero()
+	p.server.mu.Unlock()
+	if pinged {
+		t.Error("the client pinged during small RPCs")
+	}
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
