@@ -109,6 +109,7 @@ func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInf
 	req := grpcwire.Request{
 		Method:         method,
 		Authority:      cc.authority,
+		Scheme:         cc.scheme,
 		ContentSubtype: ci.subtype,
 		UserAgent:      cc.userAgent,
 	}

@@ -91,6 +91,7 @@ type ClientConn struct {
 	target    string
 	addr      string
 	authority string
+	scheme    string // :scheme, "https" under transport security
 	opts      dialOptions
 	unaryInt  grpc.UnaryClientInterceptor
 	streamInt grpc.StreamClientInterceptor
@@ -135,6 +136,10 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		cc.authority = cc.opts.authority
 	} else if sn := cc.opts.creds.Info().ServerName; sn != "" {
 		cc.authority = sn
+	}
+	cc.scheme = "http"
+	if cc.opts.creds.Info().SecurityProtocol != "insecure" {
+		cc.scheme = "https"
 	}
 	cc.userAgent = userAgent
 	if cc.opts.userAgent != "" {
@@ -273,13 +278,13 @@ func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, error) {
 		return nil, nil, err
 	}
 	var auth credentials.AuthInfo
-	nc, auth, err = cc.opts.creds.ClientHandshake(ctx, cc.authority, nc)
+	raw := nc
+	nc, auth, err = cc.opts.creds.ClientHandshake(ctx, cc.authority, raw)
 	if err != nil {
-		if nc != nil {
-			nc.Close()
-		}
+		raw.Close()
 		return nil, nil, err
 	}
+	nc = secured(raw, nc)
 	conn, err := h2conn.NewClientConn(nc, cc.h2cfg)
 	if err != nil {
 		nc.Close()

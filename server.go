@@ -188,8 +188,8 @@ func (s *Server) serveConn(nc net.Conn) {
 			nc.Close()
 			return
 		}
-		nc.SetDeadline(time.Time{})
-		nc, auth = c, a
+		c.SetDeadline(time.Time{})
+		nc, auth = secured(nc, c), a
 	}
 	sc := &serverConn{srv: s}
 	sc.peer = &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
@@ -426,3 +426,18 @@ var (
 	_ grpc.ServerStream          = (*serverStream)(nil)
 	_ grpc.ServerTransportStream = (*transportStream)(nil)
 )
+
+// securedConn hides everything but net.Conn's methods of a conn returned by
+// a credentials handshake. Such conns (tls.Conn, grpc-go's wrappers) may
+// expose the socket under them through NetConn or SyscallConn; the engine's
+// socket layer would then read and write the raw, encrypted bytes.
+type securedConn struct{ net.Conn }
+
+// secured returns c, the result of a handshake on raw, made opaque unless
+// the handshake returned raw itself (plaintext credentials).
+func secured(raw, c net.Conn) net.Conn {
+	if c == raw {
+		return c
+	}
+	return securedConn{c}
+}
