@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -301,6 +302,7 @@ func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
 
 	workers := make([]*worker, cfg.concurrency)
 	var ready, done sync.WaitGroup
+	var nReady atomic.Int32 // workers through setup and warmup
 	start := make(chan struct{})
 	var deadline time.Time // written before start is closed
 	warmupEnd := time.Now().Add(r.opts.warmup)
@@ -336,6 +338,7 @@ func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
 				}
 			}
 			isReady = true
+			nReady.Add(1)
 			ready.Done()
 			select {
 			case <-start:
@@ -360,7 +363,7 @@ func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
 	// -timeout bounds dialing, opening streams and the first RPC of each
 	// worker, on top of the warmup time.
 	if limit := r.opts.warmup + r.opts.timeout; !waitTimeout(&ready, limit) {
-		fail(fmt.Errorf("setup and warmup did not finish within %v", limit))
+		fail(fmt.Errorf("setup and warmup did not finish within %v (%d of %d calls in flight got through)", limit, nReady.Load(), cfg.concurrency))
 	}
 	if err := firstErr.get(); err != nil {
 		cancel()
