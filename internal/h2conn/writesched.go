@@ -233,6 +233,9 @@ func (c *Conn) encodeCtrlLocked() {
 		}
 	}
 	c.ctrl = c.ctrl[:0]
+	if cap(c.ctrl) > 256 {
+		c.ctrl = make([]ctrlFrame, 0, 8) // a burst passed; do not keep its memory
+	}
 	c.peerControl = 0
 }
 
