@@ -4,6 +4,19 @@
 // payloads, CONTINUATION reassembly, HPACK under the header-list limit, and
 // every framing rule of RFC 9113 §4–6. It knows nothing of streams beyond
 // their identifiers: state lives in the connection engine above.
+//
+// Buffer ownership, reading: the Reader owns its read buffer (with a
+// ReadySource and pooling on, taken by ReadReady when bytes arrive and freed
+// as soon as every byte in it is parsed). A DATA payload gets a pooled buffer
+// of its own, which ReadFrame returns as an owned buffer in DataFrame.Data:
+// the caller frees it. Everything else in a returned frame is valid until the
+// next ReadFrame, except the decoded header strings, which may be kept.
+//
+// Buffer ownership, writing: the Writer owns its write buffers (an inline
+// one, then pooled ones) from the first Write after a Flush until that Flush
+// returns them. WriteDataBuffer borrows the caller's buffer until return and
+// takes its own reference for large payloads, dropped by the Flush that
+// writes them (or by Close).
 package h2frame
 
 import (
