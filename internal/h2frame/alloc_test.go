@@ -150,6 +150,9 @@ func TestWriteAllocs(t *testing.T) {
 		{"rst_stream", func(w *Writer) { w.WriteRSTStream(1, ErrCodeCancel) }},
 		{"goaway", func(w *Writer) { w.WriteGoAway(1, ErrCodeNo, []byte("bye")) }},
 		{"priority", func(w *Writer) { w.WritePriority(3, Priority{StreamDep: 1}) }},
+		{"preface", func(w *Writer) { w.WritePreface() }},
+		{"raw", func(w *Writer) { w.WriteRaw(FrameHeader{Type: 0x42, StreamID: 1}, payload.Bytes()[:20]) }},
+		{"header_block_split", func(w *Writer) { w.WriteHeaderBlock(1, true, payload.Bytes()[:40000]) }},
 		{"mixed", func(w *Writer) {
 			w.WriteWindowUpdate(0, 1000)
 			w.WriteDataBuffer(1, false, payload, 0, 16384)

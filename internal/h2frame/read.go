@@ -125,8 +125,10 @@ func NewReader(src io.Reader, cfg ReaderConfig) *Reader {
 	return r
 }
 
-// SetMaxFrameSize changes our advertised SETTINGS_MAX_FRAME_SIZE once the
-// peer acknowledged it.
+// SetMaxFrameSize changes the largest frame accepted, our advertised
+// SETTINGS_MAX_FRAME_SIZE. The peer may use a larger value as soon as it
+// reads our SETTINGS, so raise it when sending them; lower it only once the
+// peer acknowledged them.
 func (r *Reader) SetMaxFrameSize(n uint32) {
 	if n < MinMaxFrameSize {
 		n = MinMaxFrameSize
