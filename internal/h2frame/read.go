@@ -58,7 +58,7 @@ type Reader struct {
 	r, w int             // unparsed bytes are rb[r:w]
 
 	// tmp holds the payload of a non-DATA frame too large for the read
-	// buffer; owned by the Reader, freed at the next ReadFrame.
+	// buffer; owned by the Reader, freed as soon as the frame is parsed.
 	tmp *bufpool.Buffer
 
 	maxFrame   uint32
@@ -235,12 +235,14 @@ func (r *Reader) ReadFrame() (Frame, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	if r.tmp != nil {
-		r.tmp.Free()
-		r.tmp = nil
-	}
 	for {
 		f, err := r.readOne()
+		if r.tmp != nil {
+			// Parsers copy what they keep out of the payload, so a frame
+			// too large for the read buffer is not held while idle.
+			r.tmp.Free()
+			r.tmp = nil
+		}
 		if err != nil {
 			if _, ok := err.(StreamError); !ok {
 				if err == io.EOF && (r.w > r.r || r.contStream != 0) {
@@ -388,8 +390,8 @@ func (r *Reader) fill(n int) error {
 }
 
 // payload returns the n-byte payload of the current frame, consuming it. It
-// is valid until the next ReadFrame: it lies in the read buffer, or in tmp
-// when the frame does not fit there.
+// lies in the read buffer, or in tmp when the frame does not fit there, and
+// is valid until ReadFrame returns: parsers copy what they keep.
 func (r *Reader) payload(n int) ([]byte, error) {
 	if r.w-r.r >= n {
 		p := r.rb[r.r : r.r+n : r.r+n]
