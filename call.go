@@ -128,7 +128,7 @@ func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInf
 // openStream gets a connection and opens the call's stream on it, once
 // retrying on a fresh connection when the first was going away (nothing
 // was sent then).
-func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInfo) (*grpcwire.ClientStream, *peer.Peer, error) {
+func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInfo, hold bool) (*grpcwire.ClientStream, *peer.Peer, error) {
 	req := cc.newRequest(ctx, method, ci)
 	cfg := grpcwire.ClientConfig{Pool: cc.pool, Codec: ci.codec, MaxRecv: ci.maxRecv, MaxSend: ci.maxSend}
 	for attempt := 0; ; attempt++ {
@@ -136,7 +136,12 @@ func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInf
 		if err != nil {
 			return nil, nil, err
 		}
-		cs, err := grpcwire.NewClientStream(ctx, conn, &req, cfg)
+		var cs *grpcwire.ClientStream
+		if hold {
+			cs, err = grpcwire.NewClientStreamHold(ctx, conn, &req, cfg)
+		} else {
+			cs, err = grpcwire.NewClientStream(ctx, conn, &req, cfg)
+		}
 		if err == nil {
 			return cs, p, nil
 		}
@@ -193,7 +198,7 @@ func unprocessed(err error) bool {
 }
 
 func (cc *ClientConn) invokeOnce(ctx context.Context, method string, args, reply any, ci *callInfo) error {
-	cs, p, err := cc.openStream(ctx, method, ci)
+	cs, p, err := cc.openStream(ctx, method, ci, true) // the request follows at once
 	if err != nil {
 		return err
 	}
@@ -251,7 +256,7 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, _ *g
 	if err != nil {
 		return nil, err
 	}
-	cs, p, err := cc.openStream(ctx, method, &ci)
+	cs, p, err := cc.openStream(ctx, method, &ci, false)
 	if err != nil {
 		for _, f := range ci.onFinish {
 			f(err)

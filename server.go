@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"reflect"
 	"sync"
@@ -63,6 +64,11 @@ func NewServer(opts ...ServerOption) *Server {
 		pool = bufpool.New(o.bufferPool)
 	}
 	s.wireCfg = grpcwire.ServerConfig{Pool: pool, MaxRecv: o.maxRecv, MaxSend: o.maxSend}
+	if o.maxConcurrentStreams == 0 {
+		// grpc-go's servers do not limit concurrent streams unless told
+		// to; a drop-in must not refuse what they accept.
+		o.maxConcurrentStreams = math.MaxUint32
+	}
 	s.h2cfg = h2conn.Config{
 		MaxConcurrentStreams:    o.maxConcurrentStreams,
 		InitialStreamWindow:     uint32(max(o.initialWindow, 0)),
@@ -338,7 +344,7 @@ func (s *Server) processUnary(ctx context.Context, stream *serverStream, info *s
 		ss.Finish(appStatus(err))
 		return
 	}
-	if err := ss.SendMsg(reply); err != nil {
+	if err := ss.SendLastMsg(reply); err != nil {
 		ss.Finish(appStatus(err))
 		return
 	}

@@ -60,6 +60,17 @@ type ClientStream struct {
 // reset with CANCEL when ctx ends. Errors are status errors; Unavailable
 // ones that wrap h2conn.ErrGoingAway mean nothing was sent.
 func NewClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg ClientConfig) (*ClientStream, error) {
+	return newClientStream(ctx, c, req, cfg, false)
+}
+
+// NewClientStreamHold is NewClientStream for a call whose first message
+// (SendMsg) follows at once: the request headers wait for it and both
+// leave in one syscall.
+func NewClientStreamHold(ctx context.Context, c *h2conn.Conn, req *Request, cfg ClientConfig) (*ClientStream, error) {
+	return newClientStream(ctx, c, req, cfg, true)
+}
+
+func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg ClientConfig, hold bool) (*ClientStream, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		req.HasTimeout = true
 		req.Timeout = timeUntil(dl)
@@ -69,7 +80,13 @@ func NewClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	}
 	s := &ClientStream{ctx: ctx, codec: cfg.Codec, pool: cfg.Pool, maxSend: cfg.MaxSend}
 	fields := AppendRequestHeaders(s.fieldBuf[:0], req)
-	st, err := c.NewStream(ctx, fields, false)
+	var st *h2conn.Stream
+	var err error
+	if hold {
+		st, err = c.NewStreamHold(ctx, fields)
+	} else {
+		st, err = c.NewStream(ctx, fields, false)
+	}
 	clear(s.fieldBuf[:])
 	if err != nil {
 		return nil, StreamStatusError(ctx, err)

@@ -148,23 +148,35 @@ func (s *ServerStream) SetTrailer(md metadata.MD) error {
 }
 
 // SendMsg sends one message, sending the response headers first if they
-// were not.
-func (s *ServerStream) SendMsg(m any) error {
+// were not (in the same syscall).
+func (s *ServerStream) SendMsg(m any) error { return s.sendMsg(m, false) }
+
+// SendLastMsg is SendMsg for a message that Finish follows at once (a
+// unary response): headers, message and trailers leave in one syscall.
+func (s *ServerStream) SendLastMsg(m any) error { return s.sendMsg(m, true) }
+
+func (s *ServerStream) sendMsg(m any, last bool) error {
+	b, err := EncodeBuffer(s.pool, s.Codec, m, s.maxSend)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	if s.finished {
 		s.mu.Unlock()
+		b.Free()
 		return status.Error(codes.Internal, "transport: SendMsg called after the status was sent")
 	}
 	if !s.headerSent {
+		s.st.HoldFlush() // the message follows at once
 		if err := s.sendHeaderLocked(); err != nil {
 			s.mu.Unlock()
+			b.Free()
 			return err
 		}
 	}
 	s.mu.Unlock()
-	b, err := EncodeBuffer(s.pool, s.Codec, m, s.maxSend)
-	if err != nil {
-		return err
+	if last {
+		s.st.HoldFlush() // Finish follows at once
 	}
 	if err := s.st.WriteData(b, false); err != nil { // takes ownership of b
 		return StreamStatusError(s.ctx, err)
