@@ -85,3 +85,37 @@ func newClientB(b *testing.B, lean bool, addr string) (grpc.ClientConnInterface,
 	}
 	return cc, closeCC
 }
+
+// BenchmarkStreamLarge/<pair>: one round trip of 1 MB each way on a bidi
+// stream.
+func BenchmarkStreamLarge(b *testing.B) {
+	all := append([]pair{{"grpc-grpc", false, false}}, pairs...)
+	for _, p := range all {
+		b.Run(p.name, func(b *testing.B) {
+			addr, stop := startServerB(b, p.leanServer)
+			defer stop()
+			cc, closeCC := newClientB(b, p.leanClient, addr)
+			defer closeCC()
+			tc := testgrpc.NewTestServiceClient(cc)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s, err := tc.FullDuplexCall(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := &testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: 1 << 20}}, Payload: payload(1 << 20)}
+			b.SetBytes(2 << 20)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.Send(req); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Recv(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s.CloseSend()
+			s.Recv()
+		})
+	}
+}
