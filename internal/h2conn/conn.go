@@ -401,8 +401,14 @@ func (c *Conn) onData(f *h2frame.DataFrame) *Error {
 	if inc := c.inflow.credit(int(f.FlowLen), c.cfg.InitialConnWindow); inc > 0 {
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: 0, val: inc}, false)
 	}
-	if f.FlowLen > 0 && c.bdp.onData(f.FlowLen, time.Now()) {
-		c.queueCtrlLocked(ctrlFrame{kind: ctrlPing, data: bdpPingData}, false)
+	if f.FlowLen > 0 {
+		ping, grown := c.bdp.onData(f.FlowLen, timeNow)
+		if ping {
+			c.queueCtrlLocked(ctrlFrame{kind: ctrlPing, data: bdpPingData}, false)
+		}
+		if grown > 0 {
+			c.growWindowsLocked(grown)
+		}
 	}
 	s := c.streams[id]
 	if s == nil || s.state == stateIdle {

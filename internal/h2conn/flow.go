@@ -92,70 +92,65 @@ func (f *inflow) flush() uint32 {
 	return uint32(inc)
 }
 
-// bdpEstimator grows the receive windows when the measured bandwidth-delay
-// product approaches them, the way grpc-go's does, but without a PING per
-// small RPC: a sample starts only after a whole stream window's worth of
-// DATA arrived since the previous one and at least bdpMinInterval (or four
-// RTTs) later. On loopback the initial windows are already above the BDP,
-// so samples find nothing to grow and stay rare.
+// bdpEstimator grows the receive windows when they, not the link, limit
+// throughput. The rule is quic-go's auto-tuning: when a whole stream
+// window's worth of DATA arrived within two round trips, the peer was
+// window-limited, so the window doubles (up to limit). The round trip
+// comes from PINGs, but unlike grpc-go there is no PING per burst of data:
+// one goes out only when a window's worth arrived, and at most once per
+// bdpMinInterval (or four RTTs). Small RPCs never add up to a window
+// quickly, so they never ping and never grow anything.
 type bdpEstimator struct {
-	window   uint32 // current stream window target
-	limit    uint32 // never grow beyond this
-	since    int64  // DATA bytes since the last sample ended
-	sampling bool   // a BDP PING is outstanding
-	sample   int64  // bytes received since the BDP PING was sent
-	sentAt   time.Time
-	lastEnd  time.Time
-	rtt      time.Duration // smoothed
+	window      uint32 // current stream window
+	limit       uint32 // never grow beyond this
+	since       int64  // DATA bytes since windowStart
+	windowStart time.Time
+	pinging     bool // a BDP PING is outstanding
+	sentAt      time.Time
+	lastAck     time.Time
+	rtt         time.Duration // smoothed; 0 until the first ACK
 }
 
-// bdpMinInterval bounds the sampling rate on fast links.
+// bdpMinInterval bounds the PING rate on fast links.
 const bdpMinInterval = 50 * time.Millisecond
 
-// onData records n received DATA bytes. It returns true when a BDP PING
-// should be sent now.
-func (b *bdpEstimator) onData(n uint32, now time.Time) bool {
+// onData records n received DATA bytes. clock is called at most once per
+// window's worth of data. It reports whether to send a BDP PING now and
+// the new stream window when it grew (else 0).
+func (b *bdpEstimator) onData(n uint32, clock func() time.Time) (ping bool, grown uint32) {
 	if b.window >= b.limit {
-		return false
-	}
-	if b.sampling {
-		b.sample += int64(n)
-		return false
+		return false, 0
 	}
 	b.since += int64(n)
 	if b.since < int64(b.window) {
-		return false
+		return false, 0
 	}
-	if gap := max(bdpMinInterval, 4*b.rtt); !b.lastEnd.IsZero() && now.Sub(b.lastEnd) < gap {
-		return false
+	now := clock()
+	elapsed := now.Sub(b.windowStart)
+	measured := !b.windowStart.IsZero()
+	b.since, b.windowStart = 0, now
+	if measured && b.rtt > 0 && elapsed < 2*b.rtt {
+		b.window = uint32(min(2*int64(b.window), int64(b.limit)))
+		grown = b.window
 	}
-	b.sampling, b.sample, b.sentAt = true, 0, now
-	return true
+	if !b.pinging && (b.lastAck.IsZero() || now.Sub(b.lastAck) >= max(bdpMinInterval, 4*b.rtt)) {
+		b.pinging, b.sentAt = true, now
+		ping = true
+	}
+	return ping, grown
 }
 
-// onAck ends a sample. It returns the new stream window when the sample
-// filled most of the current one (the link can carry more than the window
-// lets through per round trip), else 0.
-func (b *bdpEstimator) onAck(now time.Time) uint32 {
-	if !b.sampling {
-		return 0
+// onAck records the ACK of the BDP PING: one round-trip sample.
+func (b *bdpEstimator) onAck(now time.Time) {
+	if !b.pinging {
+		return
 	}
-	b.sampling = false
-	b.since = 0
-	b.lastEnd = now
-	rtt := now.Sub(b.sentAt)
+	b.pinging = false
+	b.lastAck = now
+	rtt := max(now.Sub(b.sentAt), time.Microsecond)
 	if b.rtt == 0 {
 		b.rtt = rtt
 	} else {
 		b.rtt = (7*b.rtt + rtt) / 8
 	}
-	if b.sample*3 < int64(b.window)*2 {
-		return 0
-	}
-	grown := min(int64(b.limit), 2*b.sample)
-	if grown <= int64(b.window) {
-		return 0
-	}
-	b.window = uint32(grown)
-	return b.window
 }

@@ -58,41 +58,45 @@ func TestInflow(t *testing.T) {
 }
 
 func TestBDPEstimator(t *testing.T) {
-	b := bdpEstimator{window: 1 << 16, limit: 1 << 20}
-	t0 := time.Unix(1000, 0)
-	// Small RPCs: no ping before a window's worth arrived.
-	for i := range 10 {
-		if b.onData(1000, t0.Add(time.Duration(i)*time.Millisecond)) {
-			t.Fatal("pinged before a window's worth of data")
+	b := bdpEstimator{window: 1 << 16, limit: 1 << 18}
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	// Small RPCs: nothing until a window's worth arrived.
+	for range 60 {
+		now = now.Add(time.Millisecond)
+		if ping, grown := b.onData(1000, clock); ping || grown != 0 {
+			t.Fatal("pinged or grew before a window's worth of data")
 		}
 	}
-	// A window's worth: sample starts.
-	if !b.onData(1<<16, t0.Add(20*time.Millisecond)) {
-		t.Fatal("no sample after a window's worth")
+	// A window's worth: the first PING (no RTT known yet, no growth).
+	if ping, grown := b.onData(1<<16, clock); !ping || grown != 0 {
+		t.Fatalf("after a window: ping=%v grown=%d", ping, grown)
 	}
-	if b.onData(1<<16, t0.Add(21*time.Millisecond)) {
-		t.Fatal("second ping while one is outstanding")
+	now = now.Add(10 * time.Millisecond)
+	b.onAck(now)
+	if b.rtt != 10*time.Millisecond {
+		t.Fatalf("rtt %v", b.rtt)
 	}
-	// The whole window arrived within one RTT: grow to twice the sample.
-	w := b.onAck(t0.Add(70 * time.Millisecond))
-	if w != 1<<17 {
-		t.Fatalf("grown window %d", w)
+	// The next window arrives within two RTTs: window-limited, it doubles.
+	now = now.Add(5 * time.Millisecond)
+	ping, grown := b.onData(1<<16, clock)
+	if grown != 1<<17 {
+		t.Fatalf("grown = %d, want %d", grown, 1<<17)
 	}
-	// Rate limit: not again right away even with lots of data.
-	if b.onData(1<<20, t0.Add(80*time.Millisecond)) {
-		t.Fatal("sampled again within the minimum interval")
+	if ping {
+		t.Fatal("pinged again within the minimum interval")
 	}
-	// A sample that did not fill the window does not grow it.
-	if !b.onData(1<<18, t0.Add(2*time.Second)) {
-		t.Fatal("no sample after the interval")
+	// A window that takes longer than two RTTs: the link is the limit.
+	now = now.Add(100 * time.Millisecond)
+	if _, grown := b.onData(1<<17, clock); grown != 0 {
+		t.Fatalf("grew to %d on a slow window", grown)
 	}
-	b.onData(1000, t0.Add(2*time.Second+time.Millisecond))
-	if w := b.onAck(t0.Add(2*time.Second + 50*time.Millisecond)); w != 0 {
-		t.Fatalf("grew to %d on a small sample", w)
+	// Growth stops at the limit; at the limit nothing is sampled.
+	now = now.Add(time.Millisecond)
+	if _, grown := b.onData(1<<17, clock); grown != 1<<18 {
+		t.Fatalf("grown = %d, want the limit", grown)
 	}
-	// At the limit: never samples again.
-	b.window = b.limit
-	if b.onData(1<<30, t0.Add(time.Hour)) {
+	if ping, grown := b.onData(1<<30, clock); ping || grown != 0 {
 		t.Fatal("sampled at the limit")
 	}
 }

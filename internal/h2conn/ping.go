@@ -25,15 +25,7 @@ func (c *Conn) onPing(f *h2frame.PingFrame) *Error {
 	if f.IsAck() {
 		switch f.Data {
 		case bdpPingData:
-			if w := c.bdp.onAck(timeNow()); w > 0 {
-				c.growStreamWindowLocked(w)
-				if cw := 2 * w; cw > c.cfg.InitialConnWindow && cw <= h2frame.MaxWindowSize {
-					inc := cw - c.cfg.InitialConnWindow
-					c.cfg.InitialConnWindow = cw
-					c.inflow.avail += int64(inc)
-					c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: 0, val: inc}, false)
-				}
-			}
+			c.bdp.onAck(timeNow())
 		case keepalivePingData:
 			c.kaPingOut = false
 			if c.timers.kaWaiting {

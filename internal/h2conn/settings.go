@@ -124,12 +124,19 @@ func (c *Conn) peerSetting(id h2frame.SettingID) uint32 {
 	return 0
 }
 
-// growStreamWindowLocked raises our SETTINGS_INITIAL_WINDOW_SIZE to w (BDP
+// growWindowsLocked raises our SETTINGS_INITIAL_WINDOW_SIZE to w (BDP
 // estimate): open streams get the delta at once, new ones the new value,
-// and the connection window follows so that it stays above the streams'.
-func (c *Conn) growStreamWindowLocked(w uint32) {
+// and the connection window follows so that it stays at least twice the
+// streams'.
+func (c *Conn) growWindowsLocked(w uint32) {
 	if w <= c.streamWindow {
 		return
+	}
+	if cw := min(2*int64(w), h2frame.MaxWindowSize); cw > int64(c.cfg.InitialConnWindow) {
+		inc := uint32(cw) - c.cfg.InitialConnWindow
+		c.cfg.InitialConnWindow = uint32(cw)
+		c.inflow.avail += int64(inc)
+		c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: 0, val: inc}, false)
 	}
 	delta := int64(w - c.streamWindow)
 	c.streamWindow = w
