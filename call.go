@@ -180,7 +180,7 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 		}()
 	}
 	for attempt := 0; ; attempt++ {
-		err = cc.invokeOnce(ctx, method, args, reply, &ci)
+		err = cc.closingErr(cc.invokeOnce(ctx, method, args, reply, &ci))
 		// A stream the server never processed (refused, or above a
 		// GOAWAY's last stream id) is retried transparently, as grpc-go
 		// does.
@@ -188,6 +188,15 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 			return err
 		}
 	}
+}
+
+// closingErr turns the failure of a call cut short by Close into
+// Canceled, as grpc-go reports it.
+func (cc *ClientConn) closingErr(err error) error {
+	if err != nil && err != io.EOF && cc.ctx.Err() != nil && status.Code(err) == codes.Unavailable {
+		return errConnClosing
+	}
+	return err
 }
 
 // unprocessed reports whether err says the server did not process the
@@ -263,12 +272,13 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, _ *g
 		}
 		return nil, err
 	}
-	s := &clientStream{cs: cs, ctx: ctx, desc: desc, ci: ci, peer: p}
+	s := &clientStream{cc: cc, cs: cs, ctx: ctx, desc: desc, ci: ci, peer: p}
 	return s, nil
 }
 
 // clientStream implements grpc.ClientStream over grpcwire.ClientStream.
 type clientStream struct {
+	cc   *ClientConn
 	cs   *grpcwire.ClientStream
 	ctx  context.Context
 	desc *grpc.StreamDesc
@@ -282,6 +292,7 @@ type clientStream struct {
 
 func (s *clientStream) Header() (metadata.MD, error) {
 	md, err := s.cs.Header()
+	err = s.cc.closingErr(err)
 	if err != nil {
 		s.finish(err)
 	}
@@ -310,7 +321,7 @@ func (s *clientStream) SendMsg(m any) error {
 }
 
 func (s *clientStream) RecvMsg(m any) error {
-	err := s.cs.RecvMsg(m)
+	err := s.cc.closingErr(s.cs.RecvMsg(m))
 	if err == nil && !s.desc.ServerStreams {
 		// A unary response: the status must follow.
 		s.recvOne = true

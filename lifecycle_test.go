@@ -148,3 +148,28 @@ func TestReconnect(t *testing.T) {
 		}
 	}
 }
+
+func TestClientCloseCancelsCalls(t *testing.T) {
+	release, started := make(chan struct{}), make(chan struct{}, 1)
+	s, addr := slowServer(t, release, started)
+	defer s.Stop()
+	defer close(release)
+	cc, err := leangrpc.NewClient(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testgrpc.NewTestServiceClient(cc)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.EmptyCall(metadata.AppendToOutgoingContext(ctxT(t), "hold", "1"), &testpb.Empty{})
+		errc <- err
+	}()
+	<-started
+	cc.Close()
+	if err := <-errc; status.Code(err) != codes.Canceled {
+		t.Errorf("call in flight at Close: %v, want Canceled", err)
+	}
+	if _, err := c.EmptyCall(ctxT(t), &testpb.Empty{}); status.Code(err) != codes.Canceled {
+		t.Errorf("call after Close: %v, want Canceled", err)
+	}
+}

@@ -319,9 +319,9 @@ func (r *rpc) handle() {
 	ctx = grpc.NewContextWithServerTransportStream(ctx, &r.ts)
 	r.stream = serverStream{ss: ss, ctx: ctx}
 
-	s.mu.Lock()
+	// services is read without mu: RegisterService refuses to run once
+	// Serve has started, and this goroutine descends from Serve's.
 	info := s.services[service]
-	s.mu.Unlock()
 	if info != nil {
 		if md, ok := info.methods[name]; ok {
 			s.processUnary(ctx, &r.stream, info, md)
