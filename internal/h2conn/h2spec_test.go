@@ -207,6 +207,14 @@ func parseH2specReport(path string) (h2specResult, error) {
 	if err != nil {
 		return res, err
 	}
+	// Failure messages quote frames the server sent, debug data included,
+	// raw: control characters are not allowed in XML.
+	data = bytes.Map(func(r rune) rune {
+		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' {
+			return '?'
+		}
+		return r
+	}, data)
 	var rep struct {
 		Suites []struct {
 			Name    string `xml:"name,attr"`
