@@ -130,7 +130,10 @@ func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInf
 // was sent then).
 func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInfo, hold bool) (*grpcwire.ClientStream, *peer.Peer, error) {
 	req := cc.newRequest(ctx, method, ci)
-	cfg := grpcwire.ClientConfig{Pool: cc.pool, Codec: ci.codec, MaxRecv: ci.maxRecv, MaxSend: ci.maxSend}
+	cfg := grpcwire.ClientConfig{Pool: cc.pool, Codec: ci.codec, MaxRecv: ci.maxRecv, MaxSend: ci.maxSend,
+		// A unary call shows metadata only through the Header and
+		// Trailer call options.
+		NoMetadata: hold && len(ci.headerAddrs) == 0 && len(ci.trailerAddrs) == 0}
 	for attempt := 0; ; attempt++ {
 		conn, p, err := cc.getConn(ctx, ci.waitForReady)
 		if err != nil {

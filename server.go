@@ -284,13 +284,13 @@ type serverConn struct {
 // and hands it to a handler goroutine.
 func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 	s := sc.srv
-	req, rej := grpcwire.ParseRequest(st.Headers())
+	r := &rpc{srv: s}
+	req, rej := grpcwire.ParseRequestScratch(st.Headers(), r.mdVals[:])
 	if rej != nil {
 		rq := req // only this branch pays for a heap copy
 		go grpcwire.RejectStream(st, &rq, rej)
 		return
 	}
-	r := &rpc{srv: s}
 	r.ss.Init(sc.ctx, st, req, &s.wireCfg)
 	s.handlers.Add(1)
 	go r.handle()
@@ -302,6 +302,7 @@ type rpc struct {
 	ss     grpcwire.ServerStream
 	stream serverStream
 	ts     transportStream
+	mdVals [12]string // backs the incoming metadata's values
 }
 
 func (r *rpc) handle() {

@@ -23,6 +23,9 @@ type ClientConfig struct {
 	Codec   encoding.CodecV2 // nil: proto
 	MaxRecv int              // 0: DefaultMaxRecvMsgSize
 	MaxSend int              // 0: unlimited
+	// NoMetadata says the caller will not ask for the response headers or
+	// trailers (Header and Trailer then return nil), sparing their maps.
+	NoMetadata bool
 }
 
 // ClientStream is the gRPC client side of one HTTP/2 stream. SendMsg and
@@ -35,6 +38,7 @@ type ClientStream struct {
 	codec   encoding.CodecV2
 	pool    *bufpool.Pool
 	maxSend int
+	noMD    bool // ClientConfig.NoMetadata
 
 	// hdrMu serializes the wait for the response headers; hdrDone is set
 	// once header, encoding and (for Trailers-Only) the final status are.
@@ -78,7 +82,7 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 			return nil, status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 		}
 	}
-	s := &ClientStream{ctx: ctx, codec: cfg.Codec, pool: cfg.Pool, maxSend: cfg.MaxSend}
+	s := &ClientStream{ctx: ctx, codec: cfg.Codec, pool: cfg.Pool, maxSend: cfg.MaxSend, noMD: cfg.NoMetadata}
 	fields := AppendRequestHeaders(s.fieldBuf[:0], req)
 	var st *h2conn.Stream
 	var err error
@@ -167,7 +171,7 @@ func (s *ClientStream) waitHeaders() {
 			s.hdrErr = StreamStatusError(s.ctx, err)
 			return
 		}
-		r := ParseResponse(fields, true, end)
+		r := parseResponse(fields, true, end, s.noMD)
 		if r.Informational {
 			continue
 		}
@@ -240,7 +244,7 @@ func (s *ClientStream) Recv() (Message, error) {
 			if tr == nil {
 				return Message{}, s.end(status.Error(codes.Internal, "server closed the stream without sending trailers"))
 			}
-			r := ParseResponse(tr, false, true)
+			r := parseResponse(tr, false, true, s.noMD)
 			s.setTrailer(r.MD)
 			return Message{}, s.end(statusResult(r.Status))
 		}

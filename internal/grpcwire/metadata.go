@@ -118,13 +118,16 @@ type mdBuilder struct {
 	hint int
 }
 
+// newMDBuilder returns a builder with its map made; vals is made on the
+// first add unless the caller supplies it.
 func newMDBuilder(n int) mdBuilder {
-	return mdBuilder{md: make(metadata.MD, n), vals: make([]string, 0, n), hint: n}
+	return mdBuilder{md: make(metadata.MD, n), hint: n}
 }
 
 func (b *mdBuilder) add(k, v string) {
 	if b.md == nil {
-		*b = newMDBuilder(max(b.hint, 4))
+		b.hint = max(b.hint, 4)
+		b.md = make(metadata.MD, b.hint)
 	}
 	if old, ok := b.md[k]; ok {
 		b.md[k] = append(old, v)

@@ -86,6 +86,13 @@ func (r *Reject) Error() string {
 // that is not gRPC answers 415; a :method other than POST answers 405; a
 // :path without a leading slash answers 200 with Unimplemented.
 func ParseRequest(fields []hpack.HeaderField) (Request, *Reject) {
+	return ParseRequestScratch(fields, nil)
+}
+
+// ParseRequestScratch is ParseRequest with the metadata values stored in
+// scratch when it has room (the caller keeps scratch alive as long as the
+// metadata), saving an allocation per request.
+func ParseRequestScratch(fields []hpack.HeaderField, scratch []string) (Request, *Reject) {
 	var (
 		r           Request
 		isGRPC      bool
@@ -98,6 +105,11 @@ func ParseRequest(fields []hpack.HeaderField) (Request, *Reject) {
 		host        string
 	)
 	md := newMDBuilder(len(fields))
+	if cap(scratch) >= len(fields) {
+		md.vals = scratch[:0]
+	} else {
+		md.vals = make([]string, 0, len(fields))
+	}
 	r.MD = md.md
 	for _, f := range fields {
 		switch f.Name {

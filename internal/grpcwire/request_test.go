@@ -163,3 +163,42 @@ func TestSplitMethod(t *testing.T) {
 		}
 	}
 }
+
+func TestParseRequestScratch(t *testing.T) {
+	scratch := make([]string, 12)
+	r, rej := ParseRequestScratch(base(hpack.HeaderField{Name: "x-a", Value: "1"}), scratch)
+	if rej != nil {
+		t.Fatal(rej)
+	}
+	if &r.MD["x-a"][0] != &scratch[len(r.MD)-1] && &r.MD["x-a"][0] != &scratch[0] {
+		found := false
+		for i := range scratch {
+			if &scratch[i] == &r.MD["x-a"][0] {
+				found = true
+			}
+		}
+		if !found {
+			t.Error("metadata values not stored in scratch")
+		}
+	}
+	r.MD["x-a"] = append(r.MD["x-a"], "2")
+	if r.MD[":authority"][0] != "h" || len(r.MD["content-type"]) != 1 {
+		t.Errorf("append clobbered a neighbour: %v", r.MD)
+	}
+	// Too small a scratch is not used.
+	r, _ = ParseRequestScratch(base(), make([]string, 1))
+	if r.MD[":authority"][0] != "h" {
+		t.Errorf("md %v", r.MD)
+	}
+}
+
+func TestParseResponseNoMD(t *testing.T) {
+	r := ParseResponseNoMD(hf(":status", "200", "content-type", "application/grpc", "x", "y"), true, false)
+	if r.MD != nil || r.Status != nil {
+		t.Errorf("NoMD headers: %+v", r)
+	}
+	r = ParseResponseNoMD(hf("grpc-status", "5", "grpc-message", "m", "x", "y"), false, true)
+	if r.MD != nil || r.Status.Code() != codes.NotFound || r.Status.Message() != "m" {
+		t.Errorf("NoMD trailers: %+v", r)
+	}
+}

@@ -74,7 +74,8 @@ type Response struct {
 	// PROTOCOL_ERROR: the block broke a rule and Status says which.
 	Reset bool
 
-	md mdBuilder
+	md   mdBuilder
+	noMD bool
 }
 
 // ParseResponse reads a HEADERS block received by a client. first is set
@@ -84,8 +85,19 @@ type Response struct {
 // content-type is a non-gRPC response whose HTTP status maps to a code; a
 // final block without grpc-status reports Unknown.
 func ParseResponse(fields []hpack.HeaderField, first, endStream bool) Response {
+	return parseResponse(fields, first, endStream, false)
+}
+
+// ParseResponseNoMD is ParseResponse for a caller that will not look at
+// the metadata: MD stays nil, which saves its allocations.
+func ParseResponseNoMD(fields []hpack.HeaderField, first, endStream bool) Response {
+	return parseResponse(fields, first, endStream, true)
+}
+
+func parseResponse(fields []hpack.HeaderField, first, endStream, noMD bool) Response {
 	var r Response
 	r.md.hint = len(fields)
+	r.noMD = noMD
 	if !first && !endStream {
 		r.Status = status.New(codes.Internal, "a HEADERS frame cannot appear in the middle of a stream")
 		r.Reset = true
@@ -191,6 +203,9 @@ func ParseResponse(fields []hpack.HeaderField, first, endStream bool) Response {
 }
 
 func (r *Response) addMD(k, v string) {
+	if r.noMD {
+		return
+	}
 	r.md.add(k, v)
 	r.MD = r.md.md
 }
