@@ -43,6 +43,15 @@ func (x *xDecoder) DecodeBlock(block []byte) ([]hpack.HeaderField, error) {
 // LEANGRPC_WIRE_SYNCTEST=0 to run them in real time instead.
 var wireSynctest = os.Getenv("LEANGRPC_WIRE_SYNCTEST") != "0"
 
+// wirePipe is the pipe every wire test uses unless it sets its own:
+// LEANGRPC_WIRE_PIPE=chop1 makes every read return one byte, =random cuts
+// reads at random sizes, each with a small write capacity, so that every
+// rule is also checked across partial reads and blocked writes.
+var wirePipe = map[string]h2test.PipeConfig{
+	"chop1":  {ChopReads: h2test.ChopOne, Capacity: 512},
+	"random": {ChopReads: h2test.ChopRandom, Capacity: 2048, Seed: 1},
+}[os.Getenv("LEANGRPC_WIRE_PIPE")]
+
 // quiet is how long a WantNothing listens.
 const quiet = 200 * time.Millisecond
 
@@ -123,6 +132,9 @@ func newServerTest(t *testing.T, cfg h2conn.Config, o wireOpts) *serverTest {
 	st := &serverTest{t: t, pool: bufpool.New(nil), streams: make(chan *h2conn.Stream, 64), served: make(chan error, 1)}
 	h2test.CheckPool(t, st.pool)
 	cfg.Pool = st.pool
+	if o.pipe == (h2test.PipeConfig{}) {
+		o.pipe = wirePipe
+	}
 	st.nc, st.pc = h2test.Pipe(o.pipe)
 	h := o.handler
 	if h == nil {
@@ -318,6 +330,9 @@ func newClientTest(t *testing.T, cfg h2conn.Config, o wireOpts) *clientTest {
 	ct := &clientTest{t: t, pool: bufpool.New(nil)}
 	h2test.CheckPool(t, ct.pool)
 	cfg.Pool = ct.pool
+	if o.pipe == (h2test.PipeConfig{}) {
+		o.pipe = wirePipe
+	}
 	ct.nc, ct.pc = h2test.Pipe(o.pipe)
 	c, err := h2conn.NewClientConn(ct.nc, cfg)
 	if err != nil {
