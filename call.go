@@ -2,6 +2,7 @@ package leangrpc
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -158,8 +159,8 @@ func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInf
 
 func retryable(err error) bool {
 	var he *h2conn.Error
-	return status.Code(err) == codes.Unavailable && (errorsIs(err, h2conn.ErrGoingAway) || errorsAs(err, &he) && he.Unprocessed ||
-		errorsIs(err, h2conn.ErrConnClosed) || errorsIs(err, net.ErrClosed))
+	return status.Code(err) == codes.Unavailable && (errors.Is(err, h2conn.ErrGoingAway) || errors.As(err, &he) && he.Unprocessed ||
+		errors.Is(err, h2conn.ErrConnClosed) || errors.Is(err, net.ErrClosed))
 }
 
 // Invoke performs a unary RPC.
@@ -206,7 +207,7 @@ func (cc *ClientConn) closingErr(err error) error {
 // stream, so that the call may run again.
 func unprocessed(err error) bool {
 	var he *h2conn.Error
-	return status.Code(err) == codes.Unavailable && (errorsAs(err, &he) && he.Unprocessed || errorsIs(err, h2conn.ErrGoingAway))
+	return status.Code(err) == codes.Unavailable && (errors.As(err, &he) && he.Unprocessed || errors.Is(err, h2conn.ErrGoingAway))
 }
 
 func (cc *ClientConn) invokeOnce(ctx context.Context, method string, args, reply any, ci *callInfo) error {

@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2conn"
+	"github.com/leangrpc/leangrpc/internal/sockio"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -320,7 +319,7 @@ func pooledReads(opt *bool) bool {
 	if opt != nil {
 		return *opt
 	}
-	return pooledReadsDefault()
+	return sockio.PooledReadsDefault()
 }
 
 // dropConn stops handing out c, on which a stream could not be opened
@@ -345,15 +344,4 @@ func pruneDone(cs []*h2conn.Conn) []*h2conn.Conn {
 		}
 	}
 	return out
-}
-
-// pooledReadsDefault mirrors sockio's switch: pooled reads are on unless
-// LEANGRPC_READ_BUFFER_POOLING is set to a false value.
-func pooledReadsDefault() bool {
-	v, ok := os.LookupEnv("LEANGRPC_READ_BUFFER_POOLING")
-	if !ok {
-		return true
-	}
-	b, err := strconv.ParseBool(v)
-	return err != nil || b
 }
