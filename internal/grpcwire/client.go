@@ -59,10 +59,10 @@ type ClientStream struct {
 	trailer metadata.MD
 }
 
-// NewClientStream opens a stream on c with the request headers of req. With
-// endStream the request ends with the headers (no messages). The stream is
-// reset with CANCEL when ctx ends. Errors are status errors; Unavailable
-// ones that wrap h2conn.ErrGoingAway mean nothing was sent.
+// NewClientStream opens a stream on c with the request headers of req,
+// adding grpc-timeout from ctx's deadline. The stream is reset with CANCEL
+// when ctx ends. Errors are status errors; Unavailable ones that wrap
+// h2conn.ErrGoingAway mean nothing was sent.
 func NewClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg ClientConfig) (*ClientStream, error) {
 	return newClientStream(ctx, c, req, cfg, false)
 }
@@ -77,7 +77,7 @@ func NewClientStreamHold(ctx context.Context, c *h2conn.Conn, req *Request, cfg 
 func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg ClientConfig, hold bool) (*ClientStream, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		req.HasTimeout = true
-		req.Timeout = timeUntil(dl)
+		req.Timeout = time.Until(dl)
 		if req.Timeout <= 0 {
 			return nil, status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 		}
@@ -303,5 +303,3 @@ func (s *ClientStream) Abort() {
 
 // Ended reports whether the call's final status is known to RecvMsg.
 func (s *ClientStream) Ended() bool { return s.ended }
-
-func timeUntil(t time.Time) time.Duration { return time.Until(t) }
