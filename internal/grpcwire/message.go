@@ -49,7 +49,7 @@ type Parser struct {
 	// The prefix is checked before any of the message is buffered.
 	MaxRecv int
 
-	q     []mem.Buffer // owned by the Parser, one reference each: pending payloads, q[0] read from off
+	q     []mem.Buffer  // owned by the Parser, one reference each: pending payloads, q[0] read from off
 	qbuf  [4]mem.Buffer // backs q while it is short
 	one   [1]mem.Buffer // backs a single-piece Message.Data (the buffer in it is the receiver's)
 	off   int
