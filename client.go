@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
@@ -101,6 +102,10 @@ type ClientConn struct {
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
 
+	// ready is the current connection, readable without mu; it is set
+	// and cleared together with conn under mu.
+	ready atomic.Pointer[readyConn]
+
 	mu      sync.Mutex // guards the fields below
 	conn    *h2conn.Conn
 	peer    *peer.Peer
@@ -174,6 +179,13 @@ var errConnClosing = status.Error(codes.Canceled, "grpc: the client connection i
 // with Unavailable during the backoff, unless waitForReady, in which case
 // it waits for the next attempt until ctx ends.
 func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.Conn, *peer.Peer, error) {
+	if r := cc.ready.Load(); r != nil {
+		select {
+		case <-r.conn.GoingAway():
+		default:
+			return r.conn, r.peer, nil // the common case, without mu
+		}
+	}
 	for {
 		cc.mu.Lock()
 		if cc.closed {
@@ -183,7 +195,7 @@ func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.C
 		if c := cc.conn; c != nil {
 			select {
 			case <-c.GoingAway():
-				cc.conn = nil
+				cc.setConn(nil, nil)
 				cc.old = append(pruneDone(cc.old), c)
 			default:
 				p := cc.peer
@@ -260,7 +272,24 @@ func (cc *ClientConn) dial(ch chan struct{}) {
 	cc.retries = 0
 	cc.retryAt = time.Time{}
 	cc.lastErr = nil
-	cc.conn, cc.peer = conn, p
+	cc.setConn(conn, p)
+}
+
+// readyConn is a connection with its peer, published for the lock-free
+// path of getConn.
+type readyConn struct {
+	conn *h2conn.Conn
+	peer *peer.Peer
+}
+
+// setConn replaces the current connection; mu must be held.
+func (cc *ClientConn) setConn(c *h2conn.Conn, p *peer.Peer) {
+	cc.conn, cc.peer = c, p
+	if c == nil {
+		cc.ready.Store(nil)
+	} else {
+		cc.ready.Store(&readyConn{conn: c, peer: p})
+	}
 }
 
 func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, error) {
@@ -303,7 +332,8 @@ func (cc *ClientConn) Close() error {
 	}
 	cc.closed = true
 	conns := append(cc.old, cc.conn)
-	cc.conn, cc.old = nil, nil
+	cc.setConn(nil, nil)
+	cc.old = nil
 	cc.mu.Unlock()
 	cc.cancel()
 	for _, c := range conns {
@@ -327,7 +357,7 @@ func pooledReads(opt *bool) bool {
 func (cc *ClientConn) dropConn(c *h2conn.Conn) {
 	cc.mu.Lock()
 	if cc.conn == c {
-		cc.conn = nil
+		cc.setConn(nil, nil)
 		cc.old = append(pruneDone(cc.old), c)
 	}
 	cc.mu.Unlock()
