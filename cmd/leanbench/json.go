@@ -30,7 +30,7 @@ type Env struct {
 	Leangrpc   string `json:"leangrpc"`
 	Time       string `json:"time"`
 	Args       string `json:"args,omitempty"`
-	// LoadAvg is the 1-minute load average when the run ended (Linux):
+	// LoadAvg is the 1-minute load average when leanbench started (Linux):
 	// figures taken on a machine with load above its CPU count are noisy.
 	LoadAvg float64 `json:"loadAvg,omitempty"`
 }

@@ -139,6 +139,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "leanbench: no workload flags, running the quick suite")
 	}
 
+	// The environment, and the load average in particular, as it was
+	// before leanbench added its own load.
+	env := currentEnv(args)
+	if env.LoadAvg > float64(env.CPUs) {
+		fmt.Fprintf(stderr, "leanbench: the machine is busy (load average %.1f on %d CPUs); ops/s and latency will be noisy\n", env.LoadAvg, env.CPUs)
+	}
 	r := &runner{opts: o, stdout: stdout, stderr: stderr, started: time.Now()}
 	throughputRuns := 0
 	for _, c := range plan {
@@ -149,7 +155,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	r.multiRun = throughputRuns*o.rounds > 1
 	results := r.execute(plan, stacks)
 
-	env := currentEnv(args)
 	printReport(stdout, env, plan, stacks, results)
 	if o.jsonPath != "" {
 		f := &File{Env: env, Results: results}
