@@ -95,6 +95,15 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// early is how much sooner than its nominal time a timed event may be seen:
+// in real time the test starts its clock a little after the engine did.
+func early() time.Duration {
+	if wireSynctest {
+		return 0
+	}
+	return 50 * time.Millisecond
+}
+
 // slack is how late a timed event may be: nothing under fake time, more on
 // a loaded machine in real time.
 func slack() time.Duration {

@@ -27,7 +27,7 @@ func TestWireMaxConnectionIdle(t *testing.T) {
 		start := time.Now()
 		p := st.peer
 		p.WantGoAway(h2frame.ErrCodeNo)
-		if d := time.Since(start); d < 500*time.Millisecond || d > 500*time.Millisecond+slack() {
+		if d := time.Since(start); d < 500*time.Millisecond-early() || d > 500*time.Millisecond+slack() {
 			t.Errorf("GOAWAY after %v idle; want 500ms", d)
 		}
 		p.WantClosed()
@@ -49,14 +49,14 @@ func TestWireMaxConnectionAge(t *testing.T) {
 		p.WriteHeaders(1, false, reqFields("/")...)
 		s := st.stream() // held open past the grace
 		g := p.WantGoAway(h2frame.ErrCodeNo)
-		if d := time.Since(start); d < 500*time.Millisecond || d > 500*time.Millisecond+slack() {
+		if d := time.Since(start); d < 500*time.Millisecond-early() || d > 500*time.Millisecond+slack() {
 			t.Errorf("GOAWAY at age %v; want 500ms", d)
 		}
 		if g.LastStreamID() < 1 {
 			t.Errorf("GOAWAY last stream %d refuses the open stream 1", g.LastStreamID())
 		}
 		p.WantClosed()
-		if d := time.Since(start); d < time.Second || d > time.Second+slack() {
+		if d := time.Since(start); d < time.Second-early() || d > time.Second+slack() {
 			t.Errorf("closed at %v; want age + grace = 1s", d)
 		}
 		if _, err := s.Recv(); err == nil {
@@ -79,7 +79,7 @@ func TestWireServerKeepalive(t *testing.T) {
 		p.WantPing() // not answered
 		start := time.Now()
 		p.WantClosed()
-		if el := time.Since(start); el < 200*time.Millisecond || el > 200*time.Millisecond+slack() {
+		if el := time.Since(start); el < 200*time.Millisecond-early() || el > 200*time.Millisecond+slack() {
 			t.Errorf("closed %v after the unanswered PING; want 200ms", el)
 		}
 	})
