@@ -228,7 +228,7 @@ func (cc *ClientConn) invokeOnce(ctx context.Context, method string, args, reply
 	}
 	msg, err := cs.Recv()
 	if err == nil {
-		msg.Data.Free()
+		msg.Free()
 		cs.Abort()
 		return status.Error(codes.Internal, "cardinality violation: expected <EOF> for non server-streaming RPCs, but received another message")
 	}
@@ -332,7 +332,7 @@ func (s *clientStream) RecvMsg(m any) error {
 		msg, err2 := s.cs.Recv()
 		switch {
 		case err2 == nil:
-			msg.Data.Free()
+			msg.Free()
 			s.cs.Abort()
 			err = status.Error(codes.Internal, "cardinality violation: expected <EOF> for non server-streaming RPCs, but received another message")
 		case err2 == io.EOF:

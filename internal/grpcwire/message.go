@@ -34,23 +34,60 @@ func PutPrefix(p []byte, compressed bool, n uint32) {
 type Message struct {
 	// Data is the payload: one mem.Buffer when the message lay in one DATA
 	// frame (a view of the pooled buffer it landed in), several when it
-	// spanned frames. The receiver owns the buffers and must Free them; the
+	// spanned frames. The receiver owns the message and must Free it; the
 	// slice holding a single buffer belongs to the Parser and is valid
 	// until the next Next.
 	Data       mem.BufferSlice
 	Compressed bool
+	// release is the pooled buffer a small message's Data views (mem's
+	// small buffers cannot hand memory back); owned by the Message.
+	release *bufpool.Buffer
+}
+
+// Free releases the message's memory.
+func (m *Message) Free() {
+	m.Data.Free()
+	m.Data = nil
+	if m.release != nil {
+		m.release.Free() // the message's reference, taken in take
+		m.release = nil
+	}
+}
+
+// chunk is one queued DATA payload: a mem.Buffer for payloads above mem's
+// pooling threshold (sliced into views without copying), or the pooled
+// buffer itself for small ones, which mem would copy.
+type chunk struct {
+	m mem.Buffer
+	b *bufpool.Buffer
+}
+
+func (c chunk) bytes() []byte {
+	if c.b != nil {
+		return c.b.Bytes()
+	}
+	return c.m.ReadOnlyData()
+}
+
+func (c chunk) free() {
+	if c.b != nil {
+		c.b.Free()
+	} else {
+		c.m.Free()
+	}
 }
 
 // Parser splits the DATA payloads of one stream into messages. It keeps no
-// copy: each message is a set of views of the buffers it arrived in. A
-// Parser is used by one goroutine at a time.
+// copy: each message is a set of views of the buffers it arrived in (small
+// pieces of a message that spans frames excepted). A Parser is used by one
+// goroutine at a time.
 type Parser struct {
 	// MaxRecv bounds a message's length; 0 means DefaultMaxRecvMsgSize.
 	// The prefix is checked before any of the message is buffered.
 	MaxRecv int
 
-	q     []mem.Buffer  // owned by the Parser, one reference each: pending payloads, q[0] read from off
-	qbuf  [4]mem.Buffer // backs q while it is short
+	q     []chunk       // owned by the Parser, one reference each: pending payloads, q[0] read from off
+	qbuf  [4]chunk      // backs q while it is short
 	one   [1]mem.Buffer // backs a single-piece Message.Data (the buffer in it is the receiver's)
 	off   int
 	avail int // unread bytes across q
@@ -81,7 +118,11 @@ func (p *Parser) Push(b *bufpool.Buffer) {
 		b.Free()
 		return
 	}
-	p.PushMem(b.Mem())
+	if mem.IsBelowBufferPoolingThreshold(b.Len()) {
+		p.push(chunk{b: b})
+		return
+	}
+	p.push(chunk{m: b.Mem()})
 }
 
 // PushMem appends one payload already in mem form. It takes ownership of m.
@@ -90,11 +131,15 @@ func (p *Parser) PushMem(m mem.Buffer) {
 		m.Free()
 		return
 	}
+	p.push(chunk{m: m})
+}
+
+func (p *Parser) push(c chunk) {
 	if p.q == nil {
 		p.q = p.qbuf[:0]
 	}
-	p.q = append(p.q, m)
-	p.avail += m.Len()
+	p.q = append(p.q, c)
+	p.avail += len(c.bytes())
 }
 
 // Buffered reports how many bytes are held and not yet returned.
@@ -147,7 +192,7 @@ func (p *Parser) Next() (msg Message, ok bool, err error) {
 		return Message{}, false, nil
 	}
 	msg.Compressed = p.flag == 1
-	msg.Data = p.take(p.length)
+	p.take(&msg, p.length)
 	p.havePrefix = false
 	return msg, true, nil
 }
@@ -155,8 +200,7 @@ func (p *Parser) Next() (msg Message, ok bool, err error) {
 // read copies len(dst) bytes out of the queue; avail must cover them.
 func (p *Parser) read(dst []byte) {
 	for len(dst) > 0 {
-		b := p.q[0].ReadOnlyData()[p.off:]
-		n := copy(dst, b)
+		n := copy(dst, p.q[0].bytes()[p.off:])
 		dst = dst[n:]
 		p.consume(n)
 	}
@@ -166,44 +210,57 @@ func (p *Parser) read(dst []byte) {
 func (p *Parser) consume(n int) {
 	p.off += n
 	p.avail -= n
-	if p.off == p.q[0].Len() {
-		p.q[0].Free() // the parser's reference; views taken from it hold their own
-		p.q[0] = nil
+	if p.off == len(p.q[0].bytes()) {
+		p.q[0].free() // the parser's reference; views taken from it hold their own
+		p.q[0] = chunk{}
 		p.q = p.q[1:]
 		p.off = 0
 		if len(p.q) == 0 {
-			p.q = nil // the next PushMem starts over at qbuf
+			p.q = nil // the next push starts over at qbuf
 		}
 	}
 }
 
-// take returns n bytes from the queue as views of the queued buffers.
-func (p *Parser) take(n int) mem.BufferSlice {
+// take sets msg.Data to the next n bytes of the queue, as views of the
+// queued buffers.
+func (p *Parser) take(msg *Message, n int) {
 	if n == 0 {
-		return nil
+		return
+	}
+	if head := p.q[0]; len(head.bytes())-p.off >= n {
+		if head.b != nil {
+			head.b.Ref() // the message's reference, dropped by Message.Free
+			msg.release = head.b
+			p.one[0] = mem.SliceBuffer(head.b.Bytes()[p.off : p.off+n])
+		} else {
+			p.one[0] = head.m.Slice(p.off, p.off+n)
+		}
+		msg.Data = p.one[:]
+		p.consume(n)
+		return
 	}
 	var out mem.BufferSlice
-	if first := p.q[0].Len() - p.off; first >= n {
-		p.one[0] = p.q[0].Slice(p.off, p.off+n)
-		out = p.one[:]
-		p.consume(n)
-		return out
-	}
 	for n > 0 {
 		head := p.q[0]
-		k := min(head.Len()-p.off, n)
-		out = append(out, head.Slice(p.off, p.off+k))
+		k := min(len(head.bytes())-p.off, n)
+		if head.b != nil {
+			// A small piece of a message that spans frames: copied, as
+			// mem cannot give a small buffer back to the pool.
+			out = append(out, mem.SliceBuffer(append([]byte(nil), head.b.Bytes()[p.off:p.off+k]...)))
+		} else {
+			out = append(out, head.m.Slice(p.off, p.off+k))
+		}
 		p.consume(k)
 		n -= k
 	}
-	return out
+	msg.Data = out
 }
 
 // Close frees every held buffer.
 func (p *Parser) Close() {
-	for i, b := range p.q {
-		b.Free()
-		p.q[i] = nil
+	for i, c := range p.q {
+		c.free()
+		p.q[i] = chunk{}
 	}
 	p.q = nil
 	p.one[0] = nil
@@ -240,19 +297,19 @@ func EncodeMessage(codec encoding.CodecV2, msg any, maxSend int) (prefix [Prefix
 }
 
 // DecodeMessage unmarshals a received message with codec. It takes
-// ownership of m.Data. A compressed message is refused: compression is not
+// ownership of m. A compressed message is refused: compression is not
 // negotiated yet, so the flag is Internal with no grpc-encoding, as grpc-go
 // reports, and Unimplemented with one.
 func DecodeMessage(codec encoding.CodecV2, m Message, encodingName string, dst any) error {
 	if m.Compressed {
-		m.Data.Free()
+		m.Free()
 		if encodingName == "" || encodingName == "identity" {
 			return status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
 		}
 		return status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", encodingName)
 	}
 	err := codec.Unmarshal(m.Data, dst)
-	m.Data.Free()
+	m.Free()
 	if err != nil {
 		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
 	}

@@ -62,7 +62,7 @@ func TestParserSplits(t *testing.T) {
 			}
 			got = append(got, m.Data.Materialize())
 			flags = append(flags, m.Compressed)
-			m.Data.Free()
+			m.Free()
 		}
 		if len(got) != 4 || !bytes.Equal(got[0], big) || !bytes.Equal(got[1], small) || len(got[2]) != 0 || !bytes.Equal(got[3], big) {
 			t.Fatalf("%v: got %d messages", sizes, len(got))
@@ -100,7 +100,7 @@ func TestParserZeroCopyInOneBuffer(t *testing.T) {
 	if pool.Outstanding() != 1 {
 		t.Errorf("outstanding %d while the message is held", pool.Outstanding())
 	}
-	m.Data.Free()
+	m.Free()
 	p.Close()
 	if pool.Outstanding() != 0 {
 		t.Errorf("outstanding %d after Free", pool.Outstanding())
@@ -173,5 +173,36 @@ func TestEncodeDecodeMessage(t *testing.T) {
 	_, data, _ = EncodeMessage(codec, in, 0)
 	if err := DecodeMessage(codec, Message{Data: data, Compressed: true}, "gzip", &out); status.Code(err) != codes.Unimplemented {
 		t.Errorf("compressed with gzip: %v", err)
+	}
+}
+
+func TestParserSmallMessageViewsItsBuffer(t *testing.T) {
+	pool := bufpool.New(nil)
+	b := pool.Copy(append(frame(false, []byte("tiny")), frame(false, []byte("two"))...))
+	inBuf := b.Bytes()
+	var p Parser
+	p.Push(b)
+	m1, ok, err := p.Next()
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if &m1.Data[0].ReadOnlyData()[0] != &inBuf[PrefixLen] {
+		t.Error("small message was copied")
+	}
+	if string(m1.Data[0].ReadOnlyData()) != "tiny" {
+		t.Errorf("first message %q", m1.Data[0].ReadOnlyData())
+	}
+	m1.Free()
+	m2, ok, _ := p.Next()
+	if !ok || string(m2.Data[0].ReadOnlyData()) != "two" {
+		t.Fatalf("second message %v %q", ok, m2.Data.Materialize())
+	}
+	if pool.Outstanding() != 1 {
+		t.Errorf("outstanding %d while the second message is held", pool.Outstanding())
+	}
+	m2.Free()
+	p.Close()
+	if pool.Outstanding() != 0 {
+		t.Errorf("outstanding %d after Free", pool.Outstanding())
 	}
 }

@@ -308,6 +308,6 @@ func (s *ServerStream) SkipMsg() error {
 	if err != nil {
 		return err
 	}
-	msg.Data.Free()
+	msg.Free()
 	return nil
 }
