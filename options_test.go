@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/interop"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -147,5 +148,39 @@ func TestDialOptions(t *testing.T) {
 	}
 	if _, err := c.UnaryCall(ctxT(t), &testpb.SimpleRequest{ResponseSize: 1000}, grpc.MaxCallRecvMsgSize(1<<20)); err != nil {
 		t.Errorf("call option over the default: %v", err)
+	}
+}
+
+// TestServerMaxConnectionIdle checks the keepalive wiring: the server
+// closes an idle connection (GOAWAY) and the client dials again for the
+// next call.
+func TestServerMaxConnectionIdle(t *testing.T) {
+	_, addr := serve(t, leangrpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 100 * time.Millisecond}))
+	var dialed atomic.Int32
+	cc, err := leangrpc.NewClient(addr, leangrpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+		dialed.Add(1)
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", a)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := testgrpc.NewTestServiceClient(cc)
+	if _, err := c.EmptyCall(ctxT(t), &testpb.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		time.Sleep(150 * time.Millisecond)
+		if _, err := c.EmptyCall(ctxT(t), &testpb.Empty{}, grpc.WaitForReady(true)); err != nil {
+			t.Fatalf("call after the idle close: %v", err)
+		}
+		if dialed.Load() >= 2 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if dialed.Load() < 2 {
+		t.Errorf("dialed %d times: the idle connection was not closed", dialed.Load())
 	}
 }
