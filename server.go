@@ -232,8 +232,9 @@ func (s *Server) serveConn(nc net.Conn) {
 }
 
 // Stop closes every listener and connection at once; RPCs in flight see
-// their context canceled. It returns once the connections' goroutines and
-// the RPC handlers have returned.
+// their context canceled. It returns once the connections' goroutines have
+// returned; like grpc-go's, it does not wait for handlers, which may still
+// be returning.
 func (s *Server) Stop() {
 	s.mu.Lock()
 	s.stopped = true
@@ -249,7 +250,6 @@ func (s *Server) Stop() {
 		c.Close()
 	}
 	s.connWG.Wait()
-	s.handlers.Wait()
 }
 
 // GracefulStop stops accepting connections and streams, lets in-flight RPCs
