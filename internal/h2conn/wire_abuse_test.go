@@ -200,12 +200,7 @@ func TestWireClientMaxConcurrentLowered(t *testing.T) {
 		p := ct.peer
 		p.Greet()
 		ctx := context.Background()
-		s1, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/1")...), true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s1.Release()
-		p.WantHeaders(1)
+		ct.open("/1", true)
 		p.WriteSettings(setting(h2frame.SettingMaxConcurrentStreams, 1))
 		p.WantSettingsAck()
 		opened := make(chan *h2conn.Stream, 1)
@@ -234,12 +229,7 @@ func TestWireClientUnexpectedFrames(t *testing.T) {
 			ct := newClientTest(t, h2conn.Config{}, wireOpts{})
 			p := ct.peer
 			p.Greet()
-			s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Release()
-			p.WantHeaders(1)
+			s := ct.open("/", true)
 			p.WriteData(1, false, []byte("no headers"))
 			f := p.WantOneOf(h2frame.TypeRSTStream, h2frame.TypeGoAway)
 			if f.ErrCode() != h2frame.ErrCodeProtocol {

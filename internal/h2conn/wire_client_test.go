@@ -101,12 +101,7 @@ func TestWireClientMalformedResponse(t *testing.T) {
 				ct := newClientTest(t, h2conn.Config{}, wireOpts{})
 				p := ct.peer
 				p.Greet()
-				s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), true)
-				if err != nil {
-					t.Fatalf("NewStream: %v", err)
-				}
-				defer s.Release()
-				p.WantHeaders(1)
+				s := ct.open("/", true)
 				p.WriteHeaders(1, false, tc.kv...)
 				if _, _, err := s.RecvHeaders(); err == nil {
 					t.Fatalf("RecvHeaders accepted a malformed response")
@@ -132,14 +127,9 @@ func TestWireClientRSTFromServer(t *testing.T) {
 				ct := newClientTest(t, h2conn.Config{}, wireOpts{})
 				p := ct.peer
 				p.Greet()
-				s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), false)
-				if err != nil {
-					t.Fatalf("NewStream: %v", err)
-				}
-				defer s.Release()
-				p.WantHeaders(1)
+				s := ct.open("/", false)
 				p.WriteRST(1, tc.code)
-				_, _, err = s.RecvHeaders()
+				_, _, err := s.RecvHeaders()
 				e := wantH2Error(t, err, tc.code, h2conn.InitiatorPeer)
 				if e.Unprocessed != tc.unprocessed {
 					t.Errorf("Unprocessed = %v; want %v", e.Unprocessed, tc.unprocessed)
@@ -165,20 +155,10 @@ func TestWireClientGoAway(t *testing.T) {
 		p := ct.peer
 		p.Greet()
 		ctx := context.Background()
-		s1, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/1")...), true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s1.Release()
-		s3, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/3")...), true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s3.Release()
-		p.WantHeaders(1)
-		p.WantHeaders(3)
+		s1 := ct.open("/1", true)
+		s3 := ct.open("/3", true)
 		p.WriteGoAway(1, h2frame.ErrCodeNo, "draining")
-		_, _, err = s3.RecvHeaders()
+		_, _, err := s3.RecvHeaders()
 		var e *h2conn.Error
 		if !errors.As(err, &e) || !e.Unprocessed {
 			t.Fatalf("stream 3 above the GOAWAY: %v; want an unprocessed *h2conn.Error", err)
@@ -206,12 +186,7 @@ func TestWireClientQueueing(t *testing.T) {
 		p := ct.peer
 		p.Greet(setting(h2frame.SettingMaxConcurrentStreams, 1))
 		ctx := context.Background()
-		s1, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/1")...), true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s1.Release()
-		p.WantHeaders(1)
+		ct.open("/1", true)
 		opened := make(chan *h2conn.Stream, 1)
 		go func() {
 			s, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/3")...), true)
@@ -325,12 +300,7 @@ func TestWireClientPushPromise(t *testing.T) {
 		ct := newClientTest(t, h2conn.Config{}, wireOpts{})
 		p := ct.peer
 		p.Greet()
-		s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Release()
-		p.WantHeaders(1)
+		s := ct.open("/", true)
 		p.WriteRaw(h2frame.TypePushPromise, h2frame.FlagEndHeaders, 1, append([]byte{0, 0, 0, 2}, h2test.EncodeHeaders(h2test.Fields(reqFields("/")...)...)...))
 		p.WantGoAway(h2frame.ErrCodeProtocol)
 		p.WantClosed()

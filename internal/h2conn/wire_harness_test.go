@@ -6,6 +6,7 @@ package h2conn_test
 // every test.
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -360,6 +361,46 @@ func newClientTest(t *testing.T, cfg h2conn.Config, o wireOpts) *clientTest {
 		}
 	})
 	return ct
+}
+
+// open opens a client stream with a plain request, with END_STREAM when
+// endStream, checks that its HEADERS reached the peer, and releases it when
+// the test ends.
+func (ct *clientTest) open(path string, endStream bool) *h2conn.Stream {
+	ct.t.Helper()
+	s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields(path)...), endStream)
+	if err != nil {
+		ct.t.Fatalf("NewStream: %v", err)
+	}
+	ct.t.Cleanup(s.Release)
+	ct.peer.WantHeaders(s.ID())
+	return s
+}
+
+// sendWithCredit sends total bytes of DATA on stream id, END_STREAM on the
+// last frame when end, never beyond the windows the peer knows of; when
+// they are closed it listens for WINDOW_UPDATEs, failing if the credit
+// stops coming back.
+func sendWithCredit(t *testing.T, p *h2test.Peer, id uint32, total int, end bool) {
+	t.Helper()
+	chunk := make([]byte, h2frame.MinMaxFrameSize)
+	for i := range chunk {
+		chunk[i] = byte(i)
+	}
+	sent, stalls := 0, 0
+	for sent < total {
+		conn, stream := p.SendWindow(id)
+		n := int(min(conn, stream, int64(len(chunk)), int64(total-sent)))
+		if n <= 0 {
+			if stalls++; stalls > 100 {
+				t.Fatalf("sender stalled after %d of %d bytes: windows conn %d stream %d", sent, total, conn, stream)
+			}
+			p.WantNothing(50 * time.Millisecond) // takes in WINDOW_UPDATEs
+			continue
+		}
+		p.WriteData(id, end && sent+n == total, chunk[:n])
+		sent += n
+	}
 }
 
 // wantH2Error checks that err is an *h2conn.Error with code and initiator.

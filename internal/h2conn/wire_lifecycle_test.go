@@ -329,12 +329,7 @@ func TestWireClientDataBeyondWindow(t *testing.T) {
 		ct := newClientTest(t, h2conn.Config{InitialStreamWindow: 1000, DisableBDP: true}, wireOpts{})
 		p := ct.peer
 		p.Greet()
-		s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Release()
-		p.WantHeaders(1)
+		ct.open("/", true)
 		p.WriteHeaders(1, false, ":status", "200")
 		p.WriteData(1, false, make([]byte, 1001))
 		f := p.WantOneOf(h2frame.TypeRSTStream, h2frame.TypeGoAway)
@@ -350,15 +345,10 @@ func TestWireClientReset(t *testing.T) {
 		ct := newClientTest(t, h2conn.Config{}, wireOpts{})
 		p := ct.peer
 		p.Greet()
-		s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Release()
-		p.WantHeaders(1)
+		s := ct.open("/", false)
 		s.Reset(h2frame.ErrCodeCancel)
 		p.WantRST(1, h2frame.ErrCodeCancel)
-		_, err = s.Recv()
+		_, err := s.Recv()
 		wantH2Error(t, err, h2frame.ErrCodeCancel, h2conn.InitiatorUser)
 	})
 }
@@ -370,12 +360,7 @@ func TestWireClientClose(t *testing.T) {
 		ct := newClientTest(t, h2conn.Config{}, wireOpts{})
 		p := ct.peer
 		p.Greet()
-		s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Release()
-		p.WantHeaders(1)
+		s := ct.open("/", true)
 		ct.conn.Close()
 		p.WantGoAway(h2frame.ErrCodeNo)
 		p.WantClosed()
@@ -394,12 +379,7 @@ func TestWireClientInformationalSkipped(t *testing.T) {
 		ct := newClientTest(t, h2conn.Config{}, wireOpts{})
 		p := ct.peer
 		p.Greet()
-		s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Release()
-		p.WantHeaders(1)
+		s := ct.open("/", true)
 		p.WriteHeaders(1, false, ":status", "100")
 		p.WriteHeaders(1, true, ":status", "204")
 		fields, end, err := s.RecvHeaders()
@@ -416,12 +396,7 @@ func TestWireClientWindowUpdates(t *testing.T) {
 		ct := newClientTest(t, h2conn.Config{InitialStreamWindow: 65535, InitialConnWindow: 65535, DisableBDP: true}, wireOpts{})
 		p := ct.peer
 		p.Greet()
-		s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Release()
-		p.WantHeaders(1)
+		s := ct.open("/", true)
 		p.WriteHeaders(1, false, ":status", "200")
 		const total = 5 * 65535
 		body := make(chan []byte, 1)
@@ -435,20 +410,7 @@ func TestWireClientWindowUpdates(t *testing.T) {
 			}
 			body <- b
 		}()
-		sent, stalls := 0, 0
-		for sent < total {
-			conn, stream := p.SendWindow(1)
-			n := int(min(conn, stream, 16384, int64(total-sent)))
-			if n <= 0 {
-				if stalls++; stalls > 100 {
-					t.Fatalf("server stalled after %d bytes: windows conn %d stream %d", sent, conn, stream)
-				}
-				p.WantNothing(50 * time.Millisecond)
-				continue
-			}
-			p.WriteData(1, sent+n == total, bytes.Repeat([]byte{'r'}, n))
-			sent += n
-		}
+		sendWithCredit(t, p, 1, total, true)
 		if b := <-body; len(b) != total {
 			t.Fatalf("client read %d bytes; want %d", len(b), total)
 		}

@@ -851,20 +851,7 @@ func TestWireWindowUpdateAfterConsumption(t *testing.T) {
 		// Send four full windows: without credit the peer would stall
 		// after the first.
 		const total = 4 * 65535
-		sent, stalls := 0, 0
-		for sent < total {
-			conn, stream := p.SendWindow(1)
-			n := int(min(conn, stream, 16384, int64(total-sent)))
-			if n <= 0 {
-				if stalls++; stalls > 100 {
-					t.Fatalf("sender stalled after %d bytes: windows conn %d stream %d", sent, conn, stream)
-				}
-				p.WantNothing(50 * time.Millisecond) // takes in WINDOW_UPDATEs
-				continue
-			}
-			p.WriteData(1, false, make([]byte, n))
-			sent += n
-		}
+		sendWithCredit(t, p, 1, total, false)
 		p.WriteData(1, true, nil)
 		got := 0
 		for n := range consumed {
