@@ -391,6 +391,9 @@ func (c *Conn) onData(f *h2frame.DataFrame) *Error {
 	if n == 0 && !end {
 		c.emptyData++
 		if c.emptyData > maxEmptyDataFrames {
+			if b != nil {
+				b.Free() // empty payload dropped on a connection error
+			}
 			return connErr(h2frame.ErrCodeEnhanceYourCalm, "empty_data_flood")
 		}
 	} else {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -462,5 +463,73 @@ func TestExpectMessage(t *testing.T) {
 	s.Release()
 	ss.Release()
 	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// No head-of-line blocking: streams whose handlers never read hold their
+// stream windows, but the connection window is given back on receipt, so a
+// stream that reads still gets all its data.
+func TestNoHeadOfLineBlocking(t *testing.T) {
+	g := runtime.NumGoroutine()
+	const connWindow = 256 << 10
+	var held []*Stream
+	var mu sync.Mutex
+	h := func(pool *bufpool.Pool) Handler {
+		return HandlerFunc(func(s *Stream) {
+			mu.Lock()
+			held = append(held, s)
+			mu.Unlock()
+		})
+	}
+	p := newPair(t, Config{}, Config{InitialConnWindow: connWindow, InitialStreamWindow: 128 << 10, DisableBDP: true}, h, false)
+	var wg sync.WaitGroup
+	var streams []*Stream
+	for range 16 {
+		s, err := p.client.NewStream(context.Background(), reqFields("/sink"), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.WriteData(p.pool.Get(1<<20), true) // blocks on the windows; fails at Close
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	first := held[0]
+	mu.Unlock()
+	n := 0
+	done := make(chan error, 1)
+	go func() {
+		for {
+			b, err := first.Recv()
+			if err != nil {
+				done <- err
+				return
+			}
+			n += b.Len()
+			b.Free()
+		}
+	}()
+	select {
+	case err := <-done:
+		if err != io.EOF || n != 1<<20 {
+			t.Fatalf("reading stream got %d bytes, then %v", n, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a reading stream is blocked behind streams that do not read")
+	}
+	p.close(t)
+	wg.Wait()
+	for _, s := range streams {
+		s.Release()
+	}
+	mu.Lock()
+	for _, s := range held {
+		s.Release()
+	}
+	mu.Unlock()
 	checkLeaks(t, p.pool, g)
 }

@@ -54,10 +54,11 @@ func (f *inflow) take(n uint32) bool {
 
 // credit records n bytes consumed. It returns the WINDOW_UPDATE increment to
 // send now, or 0: updates are batched until a quarter of window is owed, so
-// that small messages do not cost one frame each.
+// that small messages do not cost one frame each, unless the peer has less
+// left to send than we owe it (it is about to stall, waiting for us).
 func (f *inflow) credit(n int, window uint32) uint32 {
 	f.unsent += int64(n)
-	if f.unsent < int64(window)/4 || f.unsent == 0 {
+	if f.unsent == 0 || (f.unsent < int64(window)/4 && f.unsent < f.avail) {
 		return 0
 	}
 	return f.flush()

@@ -32,6 +32,12 @@ func TestInflow(t *testing.T) {
 	if !f.take(1000) || f.take(1) {
 		t.Fatal("window accounting wrong")
 	}
+	// The peer is out of window: even a small credit goes out at once.
+	if inc := f.credit(10, 1000); inc != 10 {
+		t.Fatalf("credit to a stalled peer sent %d, want 10", inc)
+	}
+	f.init(1000)
+	f.take(100)
 	// Batched: nothing until a quarter of the window is owed.
 	if inc := f.credit(100, 1000); inc != 0 {
 		t.Fatalf("credit 100/1000 sent %d", inc)
@@ -39,11 +45,11 @@ func TestInflow(t *testing.T) {
 	if inc := f.credit(150, 1000); inc != 250 {
 		t.Fatalf("credit to 250/1000 sent %d, want 250", inc)
 	}
-	if f.avail != 250 || f.unsent != 0 {
+	if f.avail != 1150 || f.unsent != 0 {
 		t.Fatalf("after update avail=%d unsent=%d", f.avail, f.unsent)
 	}
 	// widen opens the window for a whole message at once.
-	if inc := f.widen(5000); inc != 4750 || f.avail != 5000 {
+	if inc := f.widen(5000); inc != 3850 || f.avail != 5000 {
 		t.Fatalf("widen: inc=%d avail=%d", inc, f.avail)
 	}
 	if inc := f.widen(100); inc != 0 {

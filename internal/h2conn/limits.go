@@ -8,10 +8,15 @@ import "time"
 // receive queues until the application reads them. The connection window is
 // given back on receipt (so one slow stream cannot stall the others), hence
 // the bound is the stream windows, not the connection window:
-// MaxConcurrentStreams × (InitialStreamWindow + MaxExpectBytes widening on
-// the streams that asked for it). With the defaults and streams that do not
-// read, that is 100 × 1 MiB = 100 MiB in the worst case; streams that read
-// hold at most one frame each. Send side: WriteData blocks the caller, so
+// MaxConcurrentStreams × (stream window + MaxExpectBytes widening on the
+// streams that asked for it). With the defaults and handlers that do not
+// read, that is 100 × 1 MiB = 100 MiB in the worst case, and 100 × 16 MiB
+// once the BDP estimator grew the windows to maxBDPWindow (grpc-go has the
+// same bound with its 16 MiB BDP limit and no stream limit); streams that
+// read hold about one frame each. Giving the connection window back only
+// as payloads are read would bound this by the connection window, but a
+// stream that reads would then starve behind streams that do not
+// (TestNoHeadOfLineBlocking). Send side: WriteData blocks the caller, so
 // each stream holds at most the one buffer it was given.
 const (
 	// DefaultMaxConcurrentStreams: our SETTINGS_MAX_CONCURRENT_STREAMS.
