@@ -5,12 +5,14 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 
 	"github.com/leangrpc/leangrpc/internal/grpcwire"
 	"github.com/leangrpc/leangrpc/internal/h2conn"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
@@ -30,6 +32,7 @@ type callInfo struct {
 	peerAddrs    []*peer.Peer
 	onFinish     []func(error)
 	authority    string
+	perRPC       credentials.PerRPCCredentials
 }
 
 // parseCallOptions reads grpc-go's exported call options. Options it does
@@ -64,6 +67,8 @@ func parseCallOptions(defaults, opts []grpc.CallOption) (callInfo, error) {
 				ci.codec = codecV1Adapter{o.Codec}
 			case grpc.AuthorityOverrideCallOption:
 				ci.authority = o.Authority
+			case grpc.PerRPCCredsCallOption:
+				ci.perRPC = o.Creds
 			case grpc.CompressorCallOption:
 				if o.CompressorType != "" && o.CompressorType != "identity" {
 					return ci, status.Errorf(codes.Unimplemented, "leangrpc: compression (%q) is not supported yet", o.CompressorType)
@@ -106,7 +111,7 @@ func (a codecV1Adapter) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 // newRequest builds the request headers of a call.
-func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInfo) grpcwire.Request {
+func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInfo) (grpcwire.Request, error) {
 	req := grpcwire.Request{
 		Method:         method,
 		Authority:      cc.authority,
@@ -117,20 +122,58 @@ func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInf
 	if ci.authority != "" {
 		req.Authority = ci.authority
 	}
-	if ci.subtype == "proto" {
-		req.ContentSubtype = ""
-	}
 	if md, ok := metadata.FromOutgoingContext(ctx); ok {
 		req.MD = md
 	}
-	return req
+	if len(cc.opts.perRPC) > 0 || ci.perRPC != nil {
+		if err := cc.addPerRPCCreds(ctx, &req, ci); err != nil {
+			return req, err
+		}
+	}
+	return req, nil
+}
+
+// addPerRPCCreds adds the metadata of the connection's and the call's
+// per-RPC credentials to the request, as grpc-go does.
+func (cc *ClientConn) addPerRPCCreds(ctx context.Context, req *grpcwire.Request, ci *callInfo) error {
+	service, _, _ := grpcwire.SplitMethod(req.Method)
+	audience := "https://" + req.Authority + "/" + service
+	creds := cc.opts.perRPC
+	if ci.perRPC != nil {
+		creds = append(creds[:len(creds):len(creds)], ci.perRPC)
+	}
+	md := req.MD.Copy()
+	if md == nil {
+		md = metadata.MD{}
+	}
+	for _, c := range creds {
+		if c.RequireTransportSecurity() && cc.scheme != "https" {
+			return status.Error(codes.Unauthenticated, "transport: cannot send secure credentials on an insecure connection")
+		}
+		kv, err := c.GetRequestMetadata(ctx, audience)
+		if err != nil {
+			if _, ok := status.FromError(err); ok {
+				return err
+			}
+			return status.Errorf(codes.Unauthenticated, "transport: per-RPC creds failed due to error: %v", err)
+		}
+		for k, v := range kv {
+			k = strings.ToLower(k)
+			md[k] = append(md[k], v)
+		}
+	}
+	req.MD = md
+	return nil
 }
 
 // openStream gets a connection and opens the call's stream on it, once
 // retrying on a fresh connection when the first was going away (nothing
 // was sent then).
 func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInfo, hold bool) (*grpcwire.ClientStream, *peer.Peer, error) {
-	req := cc.newRequest(ctx, method, ci)
+	req, err := cc.newRequest(ctx, method, ci)
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg := grpcwire.ClientConfig{Pool: cc.pool, Codec: ci.codec, MaxRecv: ci.maxRecv, MaxSend: ci.maxSend,
 		// A unary call shows metadata only through the Header and
 		// Trailer call options.

@@ -2,6 +2,7 @@ package leangrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -129,6 +130,11 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		// grpc-go refuses a client without credentials; leangrpc speaks
 		// plaintext then, which is what every caller so far wants.
 		cc.opts.creds = insecure.NewCredentials()
+	}
+	for _, c := range cc.opts.perRPC {
+		if c.RequireTransportSecurity() && cc.opts.creds.Info().SecurityProtocol == "insecure" {
+			return nil, errors.New("grpc: the credentials require transport level security (use grpc.WithTransportCredentials() to set)")
+		}
 	}
 	addr, err := resolveTarget(target)
 	if err != nil {

@@ -141,6 +141,13 @@ type dialOptions struct {
 	bufferPool        mem.BufferPool
 	readBufferPooling *bool
 	backoff           backoffConfig
+	perRPC            []credentials.PerRPCCredentials
+}
+
+// WithPerRPCCredentials adds credentials whose metadata goes with every
+// call (tokens and the like).
+func WithPerRPCCredentials(c credentials.PerRPCCredentials) DialOption {
+	return dialOptionFunc(func(o *dialOptions) { o.perRPC = append(o.perRPC, c) })
 }
 
 // WithTransportCredentials sets the connection's credentials;

@@ -184,3 +184,47 @@ func TestServerMaxConnectionIdle(t *testing.T) {
 		t.Errorf("dialed %d times: the idle connection was not closed", dialed.Load())
 	}
 }
+
+// tokenCreds is a per-RPC credential sending a bearer token.
+type tokenCreds struct {
+	token  string
+	secure bool
+}
+
+func (c tokenCreds) GetRequestMetadata(ctx context.Context, uri ...string) (map[string]string, error) {
+	return map[string]string{"Authorization": "Bearer " + c.token, "x-audience": strings.Join(uri, ",")}, nil
+}
+func (c tokenCreds) RequireTransportSecurity() bool { return c.secure }
+
+func TestPerRPCCredentials(t *testing.T) {
+	got := make(chan metadata.MD, 2)
+	record := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		got <- md
+		return h(ctx, req)
+	}
+	_, addr := serve(t, leangrpc.UnaryInterceptor(record))
+	cc, err := leangrpc.NewClient(addr, leangrpc.WithPerRPCCredentials(tokenCreds{token: "conn"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := testgrpc.NewTestServiceClient(cc)
+	if _, err := c.EmptyCall(ctxT(t), &testpb.Empty{}, grpc.PerRPCCredentials(tokenCreds{token: "call"})); err != nil {
+		t.Fatal(err)
+	}
+	md := <-got
+	if a := md.Get("authorization"); len(a) != 2 || a[0] != "Bearer conn" || a[1] != "Bearer call" {
+		t.Errorf("authorization %v", a)
+	}
+	if a := md.Get("x-audience"); len(a) == 0 || a[0] != "https://"+addr+"/grpc.testing.TestService" {
+		t.Errorf("audience %v", a)
+	}
+	// Credentials that need transport security are refused over plaintext.
+	if _, err := c.EmptyCall(ctxT(t), &testpb.Empty{}, grpc.PerRPCCredentials(tokenCreds{token: "x", secure: true})); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("secure creds over plaintext: %v", err)
+	}
+	if _, err := leangrpc.NewClient(addr, leangrpc.WithPerRPCCredentials(tokenCreds{secure: true})); err == nil {
+		t.Error("NewClient accepted secure per-RPC credentials over plaintext")
+	}
+}
