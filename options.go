@@ -32,6 +32,14 @@ type serverOptions struct {
 	bufferPool           mem.BufferPool
 	readBufferPooling    *bool
 	creds                credentials.TransportCredentials
+	unknownHandler       grpc.StreamHandler
+}
+
+// UnknownServiceHandler sets a handler for calls to services and methods
+// that are not registered (a proxy, say), run as a bidi stream through the
+// stream interceptors, as in grpc-go.
+func UnknownServiceHandler(h grpc.StreamHandler) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.unknownHandler = h })
 }
 
 // UnaryInterceptor sets the server's unary interceptor; it runs before

@@ -228,3 +228,30 @@ func TestPerRPCCredentials(t *testing.T) {
 		t.Error("NewClient accepted secure per-RPC credentials over plaintext")
 	}
 }
+
+func TestUnknownServiceHandler(t *testing.T) {
+	h := func(srv any, stream grpc.ServerStream) error {
+		m, _ := grpc.MethodFromServerStream(stream)
+		var req testpb.Empty
+		if err := stream.RecvMsg(&req); err != nil {
+			return err
+		}
+		return status.Error(codes.Aborted, "proxied "+m)
+	}
+	_, addr := serve(t, leangrpc.UnknownServiceHandler(h))
+	cc, err := leangrpc.NewClient(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	for _, m := range []string{"/no.Such/Method", "/grpc.testing.TestService/Nope"} {
+		err := cc.Invoke(ctxT(t), m, &testpb.Empty{}, &testpb.Empty{})
+		if st := status.Convert(err); st.Code() != codes.Aborted || st.Message() != "proxied "+m {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+	// Registered methods still go to their handlers.
+	if _, err := testgrpc.NewTestServiceClient(cc).EmptyCall(ctxT(t), &testpb.Empty{}); err != nil {
+		t.Error(err)
+	}
+}

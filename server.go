@@ -333,6 +333,13 @@ func (r *rpc) handle() {
 			s.processStream(&r.stream, info, sd, method)
 			return
 		}
+	}
+	if h := s.opts.unknownHandler; h != nil {
+		r.stream.single = false
+		s.processStream(&r.stream, nil, &grpc.StreamDesc{StreamName: name, Handler: h, ClientStreams: true, ServerStreams: true}, method)
+		return
+	}
+	if info != nil {
 		ss.Finish(status.Newf(codes.Unimplemented, "unknown method %v for service %v", name, service))
 		return
 	}
@@ -365,15 +372,21 @@ func (s *Server) processUnary(ctx context.Context, stream *serverStream, info *s
 
 var statusOK = status.New(codes.OK, "")
 
+// processStream runs a streaming handler; info is nil for the unknown
+// service handler.
 func (s *Server) processStream(stream *serverStream, info *serviceInfo, sd *grpc.StreamDesc, method string) {
 	ss := stream.ss
+	var impl any
+	if info != nil {
+		impl = info.impl
+	}
 	var err error
 	if s.strInt != nil {
-		err = s.strInt(info.impl, stream, &grpc.StreamServerInfo{
+		err = s.strInt(impl, stream, &grpc.StreamServerInfo{
 			FullMethod: method, IsClientStream: sd.ClientStreams, IsServerStream: sd.ServerStreams,
 		}, sd.Handler)
 	} else {
-		err = sd.Handler(info.impl, stream)
+		err = sd.Handler(impl, stream)
 	}
 	if err != nil {
 		ss.Finish(appStatus(err))
