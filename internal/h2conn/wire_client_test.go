@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -363,6 +364,54 @@ func TestWireClientLargeUpload(t *testing.T) {
 		}
 		if _, err := s.Recv(); err != io.EOF {
 			t.Fatalf("Recv after a trailers-only end: %v; want io.EOF", err)
+		}
+	})
+}
+
+// RFC 9113 §6.10: a request header block larger than the peer's max frame
+// size goes out as HEADERS plus CONTINUATION frames, none above the size,
+// nothing in between, and decodes whole.
+func TestWireClientLargeHeadersContinuation(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		ct := newClientTest(t, h2conn.Config{}, wireOpts{})
+		p := ct.peer
+		p.Greet()
+		big := strings.Repeat("0123456789", 5000) // 50 KB: about 31 KB with Huffman
+		fields := h2test.Fields(reqFields("/", "x-big", big)...)
+		s, err := ct.conn.NewStream(context.Background(), fields, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Release)
+		f := p.WantFrame(h2frame.TypeHeaders)
+		if f.Flags.Has(h2frame.FlagEndHeaders) {
+			t.Fatalf("a 50 KB block in one HEADERS frame of %d bytes", f.Length)
+		}
+		block := append([]byte(nil), f.BlockFragment()...)
+		frames := 1
+		for end := false; !end; frames++ {
+			c, err := p.ReadFrame(5 * time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Type != h2frame.TypeContinuation || c.StreamID != 1 {
+				t.Fatalf("got %v inside a header block; want CONTINUATION on stream 1", c)
+			}
+			if c.Length > h2frame.MinMaxFrameSize {
+				t.Fatalf("CONTINUATION of %d bytes above the 16 KiB max frame size", c.Length)
+			}
+			block = append(block, c.Payload...)
+			end = c.Flags.Has(h2frame.FlagEndHeaders)
+		}
+		got, err := p.Decoder.DecodeBlock(block)
+		if err != nil {
+			t.Fatalf("decoding the reassembled block: %v", err)
+		}
+		if v, _ := h2test.Header(got, "x-big"); v != big {
+			t.Fatalf("x-big came back with %d bytes; want %d", len(v), len(big))
+		}
+		if least := (len(block) + h2frame.MinMaxFrameSize - 1) / h2frame.MinMaxFrameSize; frames > least+1 {
+			t.Errorf("%d frames for a %d-byte block; %d would do", frames, len(block), least)
 		}
 	})
 }

@@ -6,6 +6,7 @@ package h2conn_test
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -990,5 +991,25 @@ func TestWireGoAwayFromClientThenPing(t *testing.T) {
 		goaway := h2test.AppendFrame(nil, h2frame.TypeGoAway, 0, 0, []byte{0, 0, 0, 0, 0, 0, 0, 0xff})
 		p.WriteBytes(h2test.AppendFrame(goaway, h2frame.TypePing, 0, 0, []byte("h2spec\x00\x00")))
 		p.WantPingAck([8]byte{'h', '2', 's', 'p', 'e', 'c'})
+	})
+}
+
+// RFC 9113 §6.10: a response header block larger than the peer's max frame
+// size goes out as HEADERS plus CONTINUATION frames and decodes whole.
+func TestWireLargeResponseHeaders(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		st := newServerTest(t, h2conn.Config{}, wireOpts{})
+		st.greet()
+		p := st.peer
+		p.WriteHeaders(1, true, reqFields("/")...)
+		s := st.stream()
+		big := strings.Repeat("abcdefghij", 4000) // 40 KB
+		if err := s.WriteHeaders(h2test.Fields(":status", "200", "x-big", big), true); err != nil {
+			t.Fatal(err)
+		}
+		h := p.WantHeaders(1) // fails unless CONTINUATIONs follow at once
+		if h.Get("x-big") != big || !h.EndStream {
+			t.Fatalf("x-big came back with %d bytes (end %v); want %d", len(h.Get("x-big")), h.EndStream, len(big))
+		}
 	})
 }
