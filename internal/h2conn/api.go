@@ -165,9 +165,10 @@ func (c *Conn) NewStreamHold(ctx context.Context, fields []hpack.HeaderField) (*
 }
 
 // GoAway stops the connection from accepting new streams and sends GOAWAY
-// with code, the last peer stream processed and debug. Streams already
-// open go on. With a code other than NO_ERROR the connection is closed once
-// the frame is flushed.
+// with code, the last peer stream processed and debug (one phase, unlike
+// GracefulShutdown). Streams already open go on and the connection closes
+// when none is left. With a code other than NO_ERROR the connection is
+// closed at once after the frame.
 func (c *Conn) GoAway(code h2frame.ErrCode, debug string) { c.goAway(code, debug, InitiatorUser) }
 
 // GracefulShutdown drains the connection: as a server it sends GOAWAY with

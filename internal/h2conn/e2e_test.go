@@ -514,3 +514,23 @@ func TestNoBDPPingsOnSmallRPCs(t *testing.T) {
 	p.close(t)
 	checkLeaks(t, p.pool, g)
 }
+
+// GoAway(NO_ERROR) with no stream open closes the connection; the peer sees
+// the GOAWAY and its NewStream fails as retryable.
+func TestGoAwayIdle(t *testing.T) {
+	g := runtime.NumGoroutine()
+	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, false)
+	roundTrip(t, p.client, p.pool, []byte("x"))
+	p.server.GoAway(h2frame.ErrCodeNo, "bye")
+	select {
+	case <-p.server.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("server did not close after GoAway with no streams")
+	}
+	<-p.client.GoingAway()
+	if _, err := p.client.NewStream(context.Background(), reqFields("/x"), true); !errors.Is(err, ErrGoingAway) && !errors.Is(err, ErrConnClosed) {
+		t.Fatalf("NewStream after GOAWAY: %v", err)
+	}
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}

@@ -63,6 +63,7 @@ func (c *Conn) goAway(code h2frame.ErrCode, debug string, who Initiator) {
 	c.wakeSlotLocked()
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlGoAway, id: c.maxPeerID, code: code}, false)
 	c.kickLocked()
+	c.drainedLocked()
 	c.mu.Unlock()
 }
 
