@@ -533,3 +533,39 @@ func TestNoHeadOfLineBlocking(t *testing.T) {
 	mu.Unlock()
 	checkLeaks(t, p.pool, g)
 }
+
+// Server keepalive: the server pings an idle connection and closes it when
+// the ACK does not come; a peer that answers keeps it.
+func TestServerKeepalive(t *testing.T) {
+	g := runtime.NumGoroutine()
+	cfg := Config{ServerKeepaliveTime: 20 * time.Millisecond, ServerKeepaliveTimeout: 30 * time.Millisecond}
+	p := newRawPeer(t, cfg, nil)
+	p.greet(t)
+	// Answer three pings: the connection stays up.
+	for acked := 0; acked < 3; {
+		f := p.next(t)
+		if pf, ok := f.(*h2frame.PingFrame); ok && !pf.IsAck() {
+			p.fw.WritePing(true, pf.Data)
+			p.fw.Flush()
+			acked++
+		}
+	}
+	select {
+	case <-p.srv.Done():
+		t.Fatal("server closed a connection whose peer answers pings")
+	default:
+	}
+	// Stop answering: closed within a ping interval plus the timeout.
+	p.drain()
+	select {
+	case <-p.srv.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("server kept a silent connection")
+	}
+	var e *Error
+	if err := p.srv.Err(); !errors.As(err, &e) || e.Reason != "keepalive_timeout" {
+		t.Fatalf("Err = %v", err)
+	}
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
