@@ -46,9 +46,11 @@ const (
 	// header (GOAWAY without debug data and PRIORITY are smaller).
 	minReadBufferSize = 64
 
-	// inlineWriteBufferSize is the Writer's inline first write buffer
-	// (write.go explains the trade).
-	inlineWriteBufferSize = 1 << 10
+	// tinyWriteBufferSize is the Writer's inline first write buffer, and
+	// smallWriteBufferSize the size of its sync.Pool buffers for small
+	// batches (write.go explains the trade).
+	tinyWriteBufferSize  = 128
+	smallWriteBufferSize = 1 << 10
 
 	// minWriteBufferSize is the size of the pooled write buffer taken at the
 	// first Write after a Flush: room for a max-size default frame and the

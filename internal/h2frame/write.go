@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"sync"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/hpack"
@@ -49,10 +50,16 @@ type WriterConfig struct {
 // Writer encodes frames into a pooled buffer and flushes them together. Only
 // the goroutine holding the connection's write role uses it.
 //
-// A batch that fits in inlineWriteBufferSize bytes (a window update, a PING
-// ack, a small unary response) never touches the pool: the Writer keeps
-// that much inline, which costs every connection 1 KiB but saves a pool
-// round trip (about 40 ns, the cost of the whole frame encoding) per Flush.
+// Small batches avoid the bufpool's reference-counted buffers (a round trip
+// costs about 40 ns, the cost of the whole frame encoding) without pinning
+// memory on idle connections:
+//   - a first write of at most tinyWriteBufferSize bytes (a PING ack, a
+//     window update, a SETTINGS ack, a ~100-byte message) goes into a
+//     buffer inline in the Writer, which costs every connection 128 bytes;
+//   - a batch of at most smallWriteBufferSize bytes (a small unary response)
+//     goes into a 1 KiB buffer from a package-wide sync.Pool, taken when the
+//     batch outgrows the inline one and put back by the Flush;
+//   - anything larger goes into pooled write buffers.
 //
 // Queued bytes are a list of segments (iov): runs of encoded frames in the
 // write buffers, and large DATA payloads referenced in place. The current
@@ -65,12 +72,13 @@ type Writer struct {
 	enc     *hpack.Encoder
 	peerMax uint32
 
-	cur    *bufpool.Buffer             // current pooled write buffer, or nil; owned by the Writer until Flush
-	wb     []byte                      // borrowed from cur or inline: the current write buffer; len = bytes queued in it
-	inline [inlineWriteBufferSize]byte // first write buffer of a flush, for small batches
-	seg    int                         // wb[seg:] is not yet in iov
-	iov    [][]byte                    // queued segments, borrowed from the buffers in held
-	held   []*bufpool.Buffer           // one reference each, dropped by the next Flush
+	cur   *bufpool.Buffer           // current pooled write buffer, or nil; owned by the Writer until Flush
+	wb    []byte                    // borrowed from cur or small: the current write buffer; len = bytes queued in it
+	small *smallBuf                 // write buffer of a small batch, or nil; owned by the Writer until Flush
+	tiny  [tinyWriteBufferSize]byte // first write buffer of a flush, for tiny batches
+	seg   int                       // wb[seg:] is not yet in iov
+	iov   [][]byte                  // queued segments, borrowed from the buffers in held
+	held  []*bufpool.Buffer         // one reference each, dropped by the next Flush
 
 	copyMin int // copyThreshold; a field so that benchmarks can move it
 	queued  int
@@ -118,15 +126,28 @@ func (w *Writer) PeerMaxFrameSize() uint32 { return w.peerMax }
 // Buffered reports how many bytes are queued and not yet flushed.
 func (w *Writer) Buffered() int { return w.queued }
 
+// smallBuf is the first write buffer of a flush.
+type smallBuf [smallWriteBufferSize]byte
+
+// smallBufs holds the small write buffers of every Writer between flushes.
+var smallBufs = sync.Pool{New: func() any { return new(smallBuf) }}
+
 // room makes sure the current write buffer has n free bytes. The first
-// write after a Flush uses the inline buffer when it fits; after that, or
-// when full, a buffer is taken from the pool.
+// write after a Flush uses the inline tiny buffer when it fits; a batch that
+// is still one contiguous run and fits smallWriteBufferSize moves to a small
+// buffer; after that, or when full, a buffer is taken from the pool.
 func (w *Writer) room(n int) {
 	if cap(w.wb)-len(w.wb) >= n {
 		return
 	}
-	if w.wb == nil && n <= inlineWriteBufferSize {
-		w.wb, w.seg = w.inline[:0], 0
+	if w.wb == nil && n <= tinyWriteBufferSize {
+		w.wb, w.seg = w.tiny[:0], 0
+		return
+	}
+	if w.small == nil && w.cur == nil && len(w.iov) == 0 && len(w.wb)+n <= smallWriteBufferSize {
+		// Nothing is segmented yet (seg is 0): move the run along.
+		w.small = smallBufs.Get().(*smallBuf)
+		w.wb = append(w.small[:0], w.wb...)
 		return
 	}
 	w.cut()
@@ -316,12 +337,13 @@ func (w *Writer) WriteRaw(h FrameHeader, payload []byte) {
 // returns the write buffer to the pool and drops payload references.
 func (w *Writer) Flush() error {
 	if w.cur == nil && len(w.iov) == 0 {
-		// Everything is in the inline buffer (or nothing is queued).
+		// Everything is in the small buffer (or nothing is queued).
 		var err error
 		if len(w.wb) > 0 {
 			_, err = w.dst.Write(w.wb)
 		}
 		w.wb, w.seg, w.queued = nil, 0, 0
+		w.putSmall()
 		return err
 	}
 	w.cut()
@@ -347,7 +369,16 @@ func (w *Writer) Flush() error {
 		}
 	}
 	w.release()
+	w.putSmall()
 	return err
+}
+
+// putSmall returns the small write buffer, once nothing refers to it.
+func (w *Writer) putSmall() {
+	if w.small != nil {
+		smallBufs.Put(w.small)
+		w.small = nil
+	}
 }
 
 // release drops every queued segment and held reference.
@@ -369,4 +400,5 @@ func (w *Writer) Close() {
 	}
 	w.cur, w.wb, w.seg = nil, nil, 0
 	w.release()
+	w.putSmall()
 }

@@ -1,6 +1,9 @@
 package hpack
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // Decoder decodes header blocks of one connection direction. Not safe for
 // concurrent use: the connection's reader owns it.
@@ -10,6 +13,29 @@ type Decoder struct {
 	maxStrLen  int      // bound on one decoded string; 0 means none
 	scratch    []byte   // Huffman output; valid until the next field
 	join       []byte   // name and value joined for a single allocation
+	// box carries scratch and join to and from scratchPool: nil while the
+	// scratch space is released (ReleaseScratch).
+	box *decodeScratch
+}
+
+// decodeScratch carries a Decoder's scratch buffers while they sit in
+// scratchPool.
+type decodeScratch struct{ huff, join []byte }
+
+// scratchPool holds the scratch space of idle decoders.
+var scratchPool = sync.Pool{New: func() any { return new(decodeScratch) }}
+
+// ReleaseScratch hands the decoder's scratch space to a pool that all
+// decoders share, so that an idle connection holds none; the next Decode
+// takes some back. The dynamic table is kept: the peer refers to it.
+func (d *Decoder) ReleaseScratch() {
+	sc := d.box
+	if sc == nil {
+		return
+	}
+	sc.huff, sc.join = d.scratch[:0], d.join[:0]
+	d.scratch, d.join, d.box = nil, nil, nil
+	scratchPool.Put(sc)
 }
 
 // NewDecoder returns a decoder whose dynamic table may grow to maxTableSize
@@ -171,6 +197,11 @@ func (d *Decoder) makeStrings(nameB, valB []byte) (string, string) {
 // into strings unless the dynamic table must store it, so the memory held
 // stays bounded by the limit plus the table size.
 func (d *Decoder) Decode(block []byte, maxListSize uint32, emit func(HeaderField)) error {
+	if d.box == nil {
+		sc := scratchPool.Get().(*decodeScratch)
+		d.scratch, d.join, d.box = sc.huff, sc.join, sc
+		sc.huff, sc.join = nil, nil
+	}
 	err := d.decode(block, maxListSize, emit)
 	// An idle connection should not keep the scratch space of one large
 	// header alive.

@@ -14,8 +14,9 @@ type dynTable struct {
 	maxSize uint32        // current maximum size (§4.2)
 
 	// nameHash parallels ring with a hash of each entry's name when hashed
-	// is set (the encoder's table), so that search can skip entries by
-	// comparing four bytes instead of loading the strings.
+	// is set (the encoder's table) and the ring is longer than linearMax,
+	// so that search can skip entries by comparing four bytes instead of
+	// loading the strings; nil otherwise.
 	hashed   bool
 	nameHash []uint32
 }
@@ -62,34 +63,46 @@ func (t *dynTable) add(f HeaderField) {
 	f.Sensitive = false
 	pos := (t.start + t.n) & (len(t.ring) - 1)
 	t.ring[pos] = f
-	if t.hashed {
+	if t.nameHash != nil {
 		t.nameHash[pos] = hashName(f.Name)
 	}
 	t.n++
 	t.size += sz
 }
 
-// grow doubles the ring, keeping the entries in order.
+// grow doubles the ring, keeping the entries in order. The ring starts at
+// minRing entries, so that a connection whose peer indexes a few fields
+// (gRPC's usual :authority, user-agent and path) holds a few, not a
+// 4096-byte table's worth; the name hashes appear once the ring is longer
+// than linearMax.
 func (t *dynTable) grow() {
 	nc := 2 * len(t.ring)
 	if nc == 0 {
-		nc = 16
+		nc = minRing
 	}
 	r := make([]HeaderField, nc)
 	var h []uint32
-	if t.hashed {
+	if t.hashed && nc > linearMax {
 		h = make([]uint32, nc)
 	}
 	mask := len(t.ring) - 1
 	for i := 0; i < t.n; i++ {
-		r[i] = t.ring[(t.start+i)&mask]
-		if t.hashed {
-			h[i] = t.nameHash[(t.start+i)&mask]
+		p := (t.start + i) & mask
+		r[i] = t.ring[p]
+		switch {
+		case h == nil:
+		case t.nameHash != nil:
+			h[i] = t.nameHash[p]
+		default:
+			h[i] = hashName(r[i].Name)
 		}
 	}
 	t.ring, t.nameHash = r, h
 	t.start = 0
 }
+
+// minRing is the ring's first length.
+const minRing = 4
 
 // hashName is FNV-1a over s: names are short and the hash needs no state.
 func hashName(s string) uint32 {
@@ -115,7 +128,7 @@ const linearMax = 16
 func (t *dynTable) search(name, value string) (idx int, exact bool) {
 	mask := len(t.ring) - 1
 	pos := t.start + t.n - 1
-	if t.hashed && t.n > linearMax {
+	if t.nameHash != nil && t.n > linearMax {
 		h := hashName(name)
 		for i := 1; i <= t.n; i++ {
 			p := (pos - i + 1) & mask

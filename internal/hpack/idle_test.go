@@ -1,0 +1,75 @@
+package hpack
+
+import "testing"
+
+// TestTableGrowsWithUse checks that a table holding the few fields a gRPC
+// peer indexes keeps a ring of that size, not one sized for a full 4096-byte
+// table, and that the encoder's name hashes appear only on a long ring.
+func TestTableGrowsWithUse(t *testing.T) {
+	e := NewEncoder()
+	d := NewDecoder(4096)
+	fields := append(append([]HeaderField(nil), grpcRequest...), hf("grpc-timeout", "99982u"))
+	blk := e.BeginBlock(nil)
+	for _, f := range fields {
+		blk = e.AppendField(blk, f)
+	}
+	got, err := decodeAll(d, blk, 0)
+	if err != nil || !fieldsEqual(got, fields) {
+		t.Fatalf("decode: %v", err)
+	}
+	if e.table.len() == 0 || e.table.len() != d.table.len() {
+		t.Fatalf("tables hold %d and %d entries", e.table.len(), d.table.len())
+	}
+	for _, tb := range []*dynTable{&e.table, &d.table} {
+		// The smallest power of two holding the entries.
+		if len(tb.ring) > max(minRing, 2*tb.len()-1) || tb.nameHash != nil {
+			t.Errorf("%d entries: ring of %d, %d name hashes; want the smallest power of two and none", tb.len(), len(tb.ring), len(tb.nameHash))
+		}
+	}
+}
+
+// TestReleaseScratch checks that a released decoder holds no scratch space,
+// decodes the same afterwards, and in steady state takes its scratch back
+// from the pool without allocating.
+func TestReleaseScratch(t *testing.T) {
+	e := NewEncoder()
+	d := NewDecoder(4096)
+	// Huffman-coded literals that are not indexed: every Decode uses the
+	// scratch space.
+	fields := []HeaderField{
+		{Name: "x-secret", Value: "a fairly long value to huffman code", Sensitive: true},
+		{Name: "grpc-status", Value: "0", Sensitive: true},
+	}
+	blk := e.BeginBlock(nil)
+	for _, f := range fields {
+		blk = e.AppendField(blk, f)
+	}
+	for range 3 {
+		got, err := decodeAll(d, blk, 0)
+		if err != nil || !fieldsEqual(got, fields) {
+			t.Fatalf("decode: %+v, %v", got, err)
+		}
+		if d.box == nil || cap(d.scratch) == 0 {
+			t.Fatalf("after Decode: box %v, scratch cap %d", d.box != nil, cap(d.scratch))
+		}
+		d.ReleaseScratch()
+		if d.box != nil || d.scratch != nil || d.join != nil {
+			t.Fatal("after ReleaseScratch the decoder still holds scratch space")
+		}
+		d.ReleaseScratch() // twice is harmless
+	}
+	if raceEnabled {
+		return
+	}
+	emit := func(HeaderField) {}
+	n := testing.AllocsPerRun(100, func() {
+		if err := d.Decode(blk, 0, emit); err != nil {
+			t.Fatal(err)
+		}
+		d.ReleaseScratch()
+	})
+	// The "x-secret" literal's strings are one allocation; the scratch none.
+	if n != 1 {
+		t.Errorf("%v allocations per Decode+ReleaseScratch, want 1 (the literal's strings)", n)
+	}
+}
