@@ -38,44 +38,47 @@ type Conn struct {
 	emptyData   int // consecutive empty DATA frames
 	resetCount  int // resets within the current resetWindow
 	resetStart  time.Time
-	readActive  atomic.Bool // set per frame; keepalive clears it
+	keepaliveOn bool         // keepalive pings are configured; set before the reader starts
+	lastRead    atomic.Int64 // unix nanoseconds of the last frame read, when keepaliveOn
 
 	mu       sync.Mutex
 	idleCond sync.Cond // signalled when writing becomes false; uses mu
 
 	// Guarded by mu.
-	writing       bool // someone holds the write role
-	closing       bool // the connection is ending; no new work
-	closeErr      *Error
-	streams       map[uint32]*Stream
-	nextID        uint32 // next stream id we would open (client)
-	maxPeerID     uint32 // highest stream id the peer opened
-	recentClosed  [recentClosedIDs]uint32
-	recentNext    int
-	numLocal      int // open streams we initiated
-	numPeer       int // open streams the peer initiated
-	outflow       outflow
-	streamWindow  uint32 // our current SETTINGS_INITIAL_WINDOW_SIZE
-	ctrl          []ctrlFrame
-	peerControl   int // entries of ctrl queued in reply to the peer
-	ready         readyList
-	slotFree      chan struct{} // closed when a local stream slot frees; nil when nobody waits
-	goAwaySent    bool
-	goAwayLastID  uint32 // last stream id of the GOAWAY we sent
-	goAwayRecv    bool
-	goAwayDebug   string // debug data of the queued GOAWAY
-	shutdownPhase int    // 0 none, 1 first GOAWAY + PING sent, 2 final GOAWAY sent
-	pingStrikes   int
-	lastPingAt    time.Time
-	resetStrikes  bool // we sent HEADERS or DATA since the last PING: strikes restart
-	idleSince     time.Time
-	settingsAcked bool
-	kaPingOut     bool              // a keepalive PING is outstanding
-	wantWrite     bool              // something new became writable since the writer last looked
-	soloBatch     bool              // the unflushed bytes in fw are all held writes of one stream
-	freeStreams   []*Stream         // released streams kept for reuse
-	drainStarted  bool              // drainedLocked started the final close
-	localSettings []h2frame.Setting // payload of the next SETTINGS we send
+	writing         bool // someone holds the write role
+	closing         bool // the connection is ending; no new work
+	closeErr        *Error
+	streams         map[uint32]*Stream
+	nextID          uint32 // next stream id we would open (client)
+	maxPeerID       uint32 // highest stream id the peer opened
+	recentClosed    [recentClosedIDs]uint32
+	recentNext      int
+	numLocal        int // open streams we initiated
+	numPeer         int // open streams the peer initiated
+	outflow         outflow
+	streamWindow    uint32 // our current SETTINGS_INITIAL_WINDOW_SIZE
+	ctrl            []ctrlFrame
+	peerControl     int // entries of ctrl queued in reply to the peer
+	ready           readyList
+	slotFree        chan struct{} // closed when a local stream slot frees; nil when nobody waits
+	goAwaySent      bool
+	goAwayLastID    uint32 // last stream id of the GOAWAY we sent
+	goAwayRecv      bool
+	goAwayDebug     string          // debug data of the queued GOAWAY
+	peerGoAwayCode  h2frame.ErrCode // error code of the peer's GOAWAY
+	peerGoAwayDebug string          // its debug data
+	shutdownPhase   int             // 0 none, 1 first GOAWAY + PING sent, 2 final GOAWAY sent
+	pingStrikes     int
+	lastPingAt      time.Time
+	resetStrikes    bool // we sent HEADERS or DATA since the last PING: strikes restart
+	idleSince       time.Time
+	settingsAcked   bool
+	kaPingOut       bool              // a keepalive PING is outstanding
+	wantWrite       bool              // something new became writable since the writer last looked
+	soloBatch       bool              // the unflushed bytes in fw are all held writes of one stream
+	freeStreams     []*Stream         // released streams kept for reuse
+	drainStarted    bool              // drainedLocked started the final close
+	localSettings   []h2frame.Setting // payload of the next SETTINGS we send
 
 	peer peerSettings // guarded by mu
 
@@ -186,6 +189,9 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 		c.nextID = 2
 	}
 	c.idleSince = time.Now()
+	every, _, _ := c.keepaliveParams()
+	c.keepaliveOn = every > 0
+	c.lastRead.Store(c.idleSince.UnixNano())
 	return c
 }
 
@@ -270,12 +276,16 @@ func (c *Conn) readError(err error) *Error {
 	if ce2 != nil {
 		return ce2
 	}
+	if goaway {
+		c.mu.Lock()
+		e := c.peerGoAwayErrLocked()
+		c.mu.Unlock()
+		e.Cause = err
+		return e
+	}
 	reason := "read"
 	if err == io.EOF {
 		reason = "eof"
-		if goaway {
-			reason = "goaway"
-		}
 	}
 	return &Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorPeer, Reason: reason, Cause: err}
 }
@@ -293,7 +303,9 @@ func (c *Conn) readLoop() *Error {
 				return cerr
 			}
 		} else {
-			c.readActive.Store(true)
+			if c.keepaliveOn {
+				c.lastRead.Store(timeNow().UnixNano())
+			}
 			if cerr := c.dispatch(f); cerr != nil {
 				return cerr
 			}
@@ -424,6 +436,14 @@ func (c *Conn) onData(f *h2frame.DataFrame) *Error {
 			return connErr(h2frame.ErrCodeProtocol, "data_on_idle_stream")
 		}
 		return c.resetStream(id, h2frame.ErrCodeStreamClosed, "data_on_closed_stream")
+	}
+	if s.local && !s.gotHeaders {
+		c.mu.Unlock()
+		if b != nil {
+			b.Free() // frame payload refused
+		}
+		// A response starts with HEADERS (RFC 9113 §8.1).
+		return c.resetStream(id, h2frame.ErrCodeProtocol, "data_before_response_headers")
 	}
 	st, terr := s.state.recvData(end)
 	if terr != nil {
@@ -644,8 +664,8 @@ func (c *Conn) fail(err *Error) {
 
 	if sendGoAway {
 		var dbg []byte
-		if err.Initiator == InitiatorEngine {
-			dbg = []byte(err.Reason)
+		if err != errLocalClose {
+			dbg = []byte(err.Reason) // the engine's reason token, or the user's GoAway debug
 		}
 		c.fw.WriteGoAway(c.lastPeerIDForGoAway(), err.Code, dbg)
 	}

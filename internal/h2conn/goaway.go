@@ -28,19 +28,26 @@ func (c *Conn) onGoAway(f *h2frame.GoAwayFrame) *Error {
 			}
 		}
 	}
-	active := c.numLocal + c.numPeer
+	if f.Code != h2frame.ErrCodeNo {
+		c.peerGoAwayCode = f.Code
+		c.peerGoAwayDebug = string(f.Debug)
+	}
+	c.drainedLocked()
 	c.mu.Unlock()
 	for _, h := range hooks {
 		h.fn(h.err)
 	}
-	if active == 0 {
-		reason := "goaway"
-		if f.Code != h2frame.ErrCodeNo && len(f.Debug) > 0 {
-			reason = "goaway: " + string(f.Debug)
-		}
-		return &Error{Code: f.Code, Initiator: InitiatorPeer, Reason: reason}
-	}
 	return nil
+}
+
+// peerGoAwayErrLocked is the error that ends a connection the peer sent
+// GOAWAY on.
+func (c *Conn) peerGoAwayErrLocked() *Error {
+	reason := "goaway"
+	if c.peerGoAwayDebug != "" {
+		reason = "goaway: " + c.peerGoAwayDebug
+	}
+	return &Error{Code: c.peerGoAwayCode, Initiator: InitiatorPeer, Reason: reason}
 }
 
 // goAway sends GOAWAY and stops accepting streams; with an error code it
@@ -120,10 +127,22 @@ func (c *Conn) drainedLocked() {
 	}
 	switch {
 	case c.goAwayRecv:
+		// The peer that sent GOAWAY closes the connection; until it does,
+		// frames behind its GOAWAY (a PING) are still answered, and
+		// closing with unread bytes would reset the TCP connection under
+		// our last frames. A peer that never closes is closed after
+		// peerGoAwayCloseDelay.
 		c.drainStarted = true
-		go c.fail(&Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorPeer, Reason: "goaway"})
+		c.timers.drain = time.AfterFunc(peerGoAwayCloseDelay, c.onDrainTimeout)
 	case c.shutdownPhase == 2:
 		c.drainStarted = true
 		go c.fail(&Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorUser, Reason: "drained"})
 	}
+}
+
+func (c *Conn) onDrainTimeout() {
+	c.mu.Lock()
+	err := c.peerGoAwayErrLocked()
+	c.mu.Unlock()
+	c.fail(err)
 }

@@ -16,6 +16,8 @@ type timers struct {
 	age       *time.Timer // server MaxConnectionAge
 	grace     *time.Timer // server MaxConnectionAgeGrace
 	shutdown  *time.Timer // second phase of a graceful shutdown
+	drain     *time.Timer // close after the peer's GOAWAY if it does not
+	kaSentAt  int64       // unix nanoseconds the keepalive PING went out
 }
 
 // keepaliveParams returns the role's keepalive ping settings.
@@ -44,7 +46,7 @@ func (c *Conn) startTimersLocked() {
 }
 
 func (c *Conn) stopTimersLocked() {
-	for _, t := range [...]*time.Timer{c.timers.settings, c.timers.keepalive, c.timers.idle, c.timers.age, c.timers.grace, c.timers.shutdown} {
+	for _, t := range [...]*time.Timer{c.timers.settings, c.timers.keepalive, c.timers.idle, c.timers.age, c.timers.grace, c.timers.shutdown, c.timers.drain} {
 		if t != nil {
 			t.Stop()
 		}
@@ -60,9 +62,9 @@ func (c *Conn) onSettingsTimeout() {
 	}
 }
 
-// onKeepalive pings after the configured idle time and closes the
-// connection when neither the ACK nor any other frame arrived within the
-// timeout. Any frame read counts as activity.
+// onKeepalive pings once Time passed since the last frame read (grpc-go's
+// rule) and closes the connection when nothing at all was read within
+// Timeout after the PING.
 func (c *Conn) onKeepalive() {
 	every, timeout, withoutStreams := c.keepaliveParams()
 	c.mu.Lock()
@@ -70,27 +72,31 @@ func (c *Conn) onKeepalive() {
 		c.mu.Unlock()
 		return
 	}
-	active := c.readActive.Swap(false)
+	now := timeNow()
+	last := c.lastRead.Load()
 	if c.timers.kaWaiting {
-		c.timers.kaWaiting = false
-		if c.kaPingOut && !active {
+		if last < c.timers.kaSentAt {
 			c.mu.Unlock()
 			// The peer went silent: nothing is sent to it.
 			c.fail(&Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorPeer, Reason: "keepalive_timeout"})
 			return
 		}
+		c.timers.kaWaiting = false
 		c.kaPingOut = false
-		c.timers.keepalive.Reset(every)
+	}
+	if idle := now.Sub(time.Unix(0, last)); idle < every {
+		c.timers.keepalive.Reset(every - idle)
 		c.mu.Unlock()
 		return
 	}
-	if active || (c.numLocal+c.numPeer == 0 && !withoutStreams) {
+	if c.numLocal+c.numPeer == 0 && !withoutStreams {
 		c.timers.keepalive.Reset(every)
 		c.mu.Unlock()
 		return
 	}
 	c.kaPingOut = true
 	c.timers.kaWaiting = true
+	c.timers.kaSentAt = now.UnixNano()
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlPing, data: keepalivePingData}, false)
 	c.kickLocked()
 	c.timers.keepalive.Reset(timeout)

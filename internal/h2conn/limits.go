@@ -51,6 +51,9 @@ const (
 	// shutdownPingTimeout: how long the two-phase GOAWAY waits for the
 	// PING ACK before sending the final GOAWAY anyway.
 	shutdownPingTimeout = 5 * time.Second
+	// peerGoAwayCloseDelay: after the peer's GOAWAY, with no stream left,
+	// how long we wait for the peer to close before closing ourselves.
+	peerGoAwayCloseDelay = time.Second
 	// closeFlushTimeout bounds the final GOAWAY flush when closing.
 	closeFlushTimeout = time.Second
 )

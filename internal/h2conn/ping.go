@@ -29,9 +29,10 @@ func (c *Conn) onPing(f *h2frame.PingFrame) *Error {
 		case keepalivePingData:
 			c.kaPingOut = false
 			if c.timers.kaWaiting {
+				// The next ping is due Time after this ACK, the last
+				// frame read.
 				every, _, _ := c.keepaliveParams()
 				c.timers.kaWaiting = false
-				c.readActive.Store(false) // the next ping is due Time after this ACK
 				c.timers.keepalive.Reset(every)
 			}
 		case shutdownPingData:
