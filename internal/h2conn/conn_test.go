@@ -569,3 +569,33 @@ func TestServerKeepalive(t *testing.T) {
 	p.close(t)
 	checkLeaks(t, p.pool, g)
 }
+
+// A flood of empty DATA frames (no payload, no END_STREAM) is cut off.
+func TestEmptyDataFlood(t *testing.T) {
+	g := runtime.NumGoroutine()
+	p := newRawPeer(t, Config{}, nil)
+	p.greet(t)
+	p.drain()
+	p.fw.WriteHeaders(1, false, reqFields("/x"))
+	for i := 0; i <= maxEmptyDataFrames; i++ {
+		p.fw.WriteData(1, false, nil)
+		if p.fw.Buffered() > 16<<10 {
+			if p.fw.Flush() != nil {
+				break
+			}
+		}
+	}
+	p.fw.Flush()
+	select {
+	case err := <-p.errc:
+		var e *Error
+		if !errors.As(err, &e) || e.Code != h2frame.ErrCodeEnhanceYourCalm || e.Reason != "empty_data_flood" {
+			t.Fatalf("Serve = %v, want ENHANCE_YOUR_CALM empty_data_flood", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("empty DATA flood not limited")
+	}
+	p.errc <- nil
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
