@@ -2,6 +2,8 @@ package h2frame
 
 import (
 	"bytes"
+	"io"
+	"slices"
 	"testing"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
@@ -80,4 +82,89 @@ func TestWriterSmallBatchAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, run); n != 0 {
 		t.Errorf("small batch: %v allocs per Flush, want 0", n)
 	}
+}
+
+// TestReaderShedsScratchWhenIdle checks that a pooled-mode Reader waiting
+// for bytes holds neither its scratch slices nor the HPACK decoder's, and
+// that frames read after a shed are whole.
+func TestReaderShedsScratchWhenIdle(t *testing.T) {
+	needHPACK(t)
+	var wire bytes.Buffer
+	w := NewWriter(&wire, WriterConfig{})
+	// One frame per ReadReady: each ReadFrame finds nothing buffered.
+	src := &chunkReady{}
+	for range 2 {
+		for _, write := range []func(){
+			func() { w.WriteHeaders(1, false, grpcRequest) },
+			func() {
+				w.WriteSettings(Setting{SettingInitialWindowSize, 1 << 20}, Setting{SettingMaxFrameSize, 1 << 20})
+			},
+			func() { w.WriteGoAway(1, ErrCodeNo, []byte("bye")) },
+		} {
+			write()
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			src.chunks = append(src.chunks, bytes.Clone(wire.Bytes()))
+			wire.Reset()
+		}
+	}
+	pool := bufpool.New(nil)
+	r := NewReader(src, ReaderConfig{Pool: pool})
+	src.r = r
+	defer r.Close()
+	for i := range 2 {
+		f, err := r.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h, ok := f.(*HeadersFrame); !ok || !slices.Equal(h.Fields, grpcRequest) {
+			t.Fatalf("round %d: got %v, want the request headers", i, f)
+		}
+		f, err = r.ReadFrame()
+		if s, ok := f.(*SettingsFrame); err != nil || !ok || len(s.Settings) != 2 || s.Settings[1].Val != 1<<20 {
+			t.Fatalf("round %d: got %v, %v, want the SETTINGS", i, f, err)
+		}
+		f, err = r.ReadFrame()
+		if g, ok := f.(*GoAwayFrame); err != nil || !ok || string(g.Debug) != "bye" {
+			t.Fatalf("round %d: got %v, %v, want the GOAWAY", i, f, err)
+		}
+	}
+	if _, err := r.ReadFrame(); err != io.EOF {
+		t.Fatalf("at the end: %v, want EOF", err)
+	}
+	if r.box != nil || r.hf.Fields != nil || r.sf.Settings != nil || r.debug != nil || r.HoldsReadBuffer() {
+		t.Errorf("idle Reader holds scratch: box %v, fields %d, settings %d, debug %d, read buffer %v",
+			r.box != nil, cap(r.hf.Fields), cap(r.sf.Settings), cap(r.debug), r.HoldsReadBuffer())
+	}
+	if pool.Outstanding() != 0 {
+		t.Errorf("pool outstanding %d", pool.Outstanding())
+	}
+	if src.waits != 7 || src.idleScratch != src.waits {
+		t.Errorf("the Reader held scratch space in %d of %d waits (want 7), want none", src.waits-src.idleScratch, src.waits)
+	}
+}
+
+// chunkReady is a ReadySource handing out one chunk per ReadReady. It
+// records how often it found its Reader without scratch space.
+type chunkReady struct {
+	chunks      [][]byte
+	r           *Reader
+	waits       int
+	idleScratch int
+}
+
+func (c *chunkReady) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
+
+func (c *chunkReady) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+	c.waits++
+	if c.r != nil && c.r.box == nil {
+		c.idleScratch++
+	}
+	if len(c.chunks) == 0 {
+		return nil, io.EOF
+	}
+	b := pool.Copy(c.chunks[0])
+	c.chunks = c.chunks[1:]
+	return b, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"sync"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/hpack"
@@ -89,6 +90,51 @@ type Reader struct {
 	wf  WindowUpdateFrame
 
 	debug []byte // GOAWAY debug data copy; backs gf.Debug
+
+	// box carries the scratch slices hf.Fields, sf.Settings and debug to
+	// and from scratchPool; nil while they are released. Owned by the
+	// Reader.
+	box *readScratch
+}
+
+// readScratch carries a Reader's scratch slices while they sit in
+// scratchPool.
+type readScratch struct {
+	fields   []hpack.HeaderField
+	settings []Setting
+	debug    []byte
+}
+
+// scratchPool holds the scratch slices of idle Readers.
+var scratchPool = sync.Pool{New: func() any { return new(readScratch) }}
+
+// scratch makes sure the Reader holds its scratch slices, taking them back
+// from scratchPool after a shed.
+func (r *Reader) scratch() {
+	if r.box != nil {
+		return
+	}
+	b := scratchPool.Get().(*readScratch)
+	r.hf.Fields, r.sf.Settings, r.debug = b.fields, b.settings, b.debug
+	b.fields, b.settings, b.debug = nil, nil, nil
+	r.box = b
+}
+
+// shed releases what an idle Reader need not hold while it waits for bytes:
+// its scratch slices and the HPACK decoder's. The dynamic table stays: the
+// peer refers to it. The frame returned last is invalid by then (the caller
+// is in the next ReadFrame).
+func (r *Reader) shed() {
+	r.dec.ReleaseScratch()
+	b := r.box
+	if b == nil {
+		return
+	}
+	clear(r.hf.Fields) // do not pin the last block's strings
+	b.fields, b.settings, b.debug = r.hf.Fields[:0], r.sf.Settings[:0], r.debug[:0]
+	r.hf.Fields, r.sf.Settings, r.debug, r.gf.Debug = nil, nil, nil, nil
+	r.box = nil
+	scratchPool.Put(b)
 }
 
 // NewReader returns a Reader over src. When src is a ReadySource and pooling
@@ -121,7 +167,6 @@ func NewReader(src io.Reader, cfg ReaderConfig) *Reader {
 	}
 	r.dec = hpack.NewDecoder(tbl)
 	r.emitFn = r.emit
-	r.sf.Settings = make([]Setting, 0, 8)
 	return r
 }
 
@@ -347,6 +392,9 @@ func (r *Reader) fill(n int) error {
 		return nil
 	}
 	if r.rbuf == nil && r.ready != nil {
+		// About to wait for the socket with nothing buffered: the
+		// connection may stay idle for long, so let go of scratch space.
+		r.shed()
 		b, err := r.ready.ReadReady(r.pool, r.rbSize)
 		if err != nil {
 			return err

@@ -82,7 +82,6 @@ type Writer struct {
 
 	copyMin int // copyThreshold; a field so that benchmarks can move it
 	queued  int
-	block   []byte      // scratch for encoded header blocks, reused
 	nb      net.Buffers // scratch header for net.Buffers.WriteTo
 }
 
@@ -228,7 +227,8 @@ func (w *Writer) WriteDataBuffer(streamID uint32, endStream bool, b *bufpool.Buf
 // WriteHeaders queues a HEADERS frame and as many CONTINUATION frames as the
 // encoded block needs, encoding fields with the connection's HPACK encoder.
 func (w *Writer) WriteHeaders(streamID uint32, endStream bool, fields []hpack.HeaderField) {
-	blk := w.enc.BeginBlock(w.block[:0])
+	bp := blockBufs.Get().(*[]byte)
+	blk := w.enc.BeginBlock((*bp)[:0])
 	for i := range fields {
 		blk = w.enc.AppendField(blk, fields[i])
 	}
@@ -236,8 +236,14 @@ func (w *Writer) WriteHeaders(streamID uint32, endStream bool, fields []hpack.He
 	if cap(blk) > maxRetainedScratch {
 		blk = nil // one huge block should not pin memory for good
 	}
-	w.block = blk
+	*bp = blk
+	blockBufs.Put(bp)
 }
+
+// blockBufs holds scratch space for encoding header blocks, shared by all
+// Writers: the block is copied into the write buffer at once, so an idle
+// connection need not keep any.
+var blockBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // WriteHeaderBlock queues an already encoded header block as a HEADERS
 // frame and as many CONTINUATION frames as the peer's max frame size
