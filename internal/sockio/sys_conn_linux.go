@@ -190,6 +190,14 @@ type Conn struct {
 	rsize int
 	rbuf  *bufpool.Buffer // the result, handed to the caller
 	rerr  error
+	rtry  bool // TryReadReady: return on EAGAIN instead of parking
+
+	// The OnReadable registration (idle_linux.go); guarded by idle.mu.
+	closed  bool   // Close ran
+	inEpoll bool   // the socket is in the idle poller's epoll set
+	pollFD  int32  // the socket's descriptor, the key in idle.waiting
+	pollGen uint32 // the registration's number
+	onReady func() // the armed callback, or nil
 }
 
 // ReadReady blocks until the socket is readable while holding no buffer,
@@ -241,8 +249,8 @@ func (c *Conn) readOnce(fd uintptr) bool {
 		case err == syscall.EINTR:
 			continue
 		case err == syscall.EAGAIN:
-			b.Free() // parked readers hold no memory
-			return false
+			b.Free()      // parked readers hold no memory
+			return c.rtry // TryReadReady: done, with no buffer
 		case err != nil:
 			b.Free()
 			c.rerr = os.NewSyscallError("read", err)

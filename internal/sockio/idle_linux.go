@@ -1,0 +1,203 @@
+package sockio
+
+import (
+	"net"
+	"os"
+	"sync"
+	"syscall"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+)
+
+// Idle connections without a goroutine.
+//
+// A goroutine parked in the poller keeps its stack: 4 KiB or more once the
+// frame layer's calls have grown it, and Go shrinks a stack only while less
+// than a quarter of it is in use, which a goroutine parked under a read
+// loop never is. So that an idle connection holds no goroutine at all, its
+// reader can hand the wait to the process-wide idle poller (OnReadable) and
+// return; the poller starts a fresh goroutine when bytes arrive.
+//
+// The idle poller is one goroutine on an epoll instance of its own, with
+// each waiting socket registered one-shot (EPOLLONESHOT, level-triggered,
+// so bytes that arrived before the registration fire at once). The epoll
+// descriptor itself waits in the Go runtime's poller, so no thread blocks.
+
+// idlePoller is the process-wide poller behind OnReadable.
+type idlePoller struct {
+	once sync.Once
+	err  error // from starting; sticky
+	epfd int
+	file *os.File        // keeps epfd open and in the runtime's poller
+	rc   syscall.RawConn // of file
+	fn   func(fd uintptr) bool
+
+	mu      sync.Mutex
+	waiting map[int32]*Conn // socket descriptor → the conn waiting on it; guarded by mu
+	gen     uint32          // registration counter, tells a stale event from a new wait; guarded by mu
+
+	// owned by the poller goroutine
+	events [64]syscall.EpollEvent
+	n      int
+	fns    []func()
+}
+
+var idle idlePoller
+
+// start creates the epoll instance and the poller goroutine once.
+func (p *idlePoller) start() error {
+	p.once.Do(func() {
+		fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+		if err != nil {
+			p.err = os.NewSyscallError("epoll_create1", err)
+			return
+		}
+		if err := syscall.SetNonblock(fd, true); err != nil {
+			syscall.Close(fd)
+			p.err = os.NewSyscallError("setnonblock", err)
+			return
+		}
+		p.file = os.NewFile(uintptr(fd), "sockio-idle-epoll")
+		rc, err := p.file.SyscallConn()
+		if err != nil {
+			p.file.Close()
+			p.err = err
+			return
+		}
+		p.epfd, p.rc = fd, rc
+		p.fn = p.harvest
+		p.waiting = make(map[int32]*Conn)
+		go p.loop()
+	})
+	return p.err
+}
+
+// loop waits for events and starts the callback of each conn whose socket
+// became readable (or failed, or hung up).
+func (p *idlePoller) loop() {
+	for {
+		if err := p.rc.Read(p.fn); err != nil {
+			// The epoll descriptor is never closed: nothing to recover.
+			panic("sockio: idle poller: " + err.Error())
+		}
+		p.mu.Lock()
+		for _, ev := range p.events[:p.n] {
+			c := p.waiting[ev.Fd]
+			if c == nil || c.pollGen != uint32(ev.Pad) {
+				continue // its wait ended by Close, or a stale event
+			}
+			delete(p.waiting, ev.Fd)
+			p.fns = append(p.fns, c.onReady)
+			c.onReady = nil
+		}
+		p.mu.Unlock()
+		for i, fn := range p.fns {
+			go fn()
+			p.fns[i] = nil
+		}
+		p.fns = p.fns[:0]
+	}
+}
+
+// harvest is the RawConn.Read callback of the epoll descriptor: it collects
+// ready events without blocking, or returns false to park until there are
+// some.
+func (p *idlePoller) harvest(fd uintptr) bool {
+	for {
+		n, err := syscall.EpollWait(int(fd), p.events[:], 0)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return false // EAGAIN-like: wait for the next edge
+		case n == 0:
+			return false
+		}
+		p.n = n
+		return true
+	}
+}
+
+// OnReadable arranges for fn to run once, on a new goroutine, when the
+// socket has bytes to read, has failed or was hung up, or when the conn is
+// closed through Close; meanwhile no goroutine waits for it. Bytes already
+// queued fire at once. It is meant for a reader that found nothing to read
+// (TryReadReady returned no buffer) and returns after arming it: the
+// goroutine fn starts is the new reader. The conn must be closed through its
+// Close, not the wrapped conn's, for fn to run on close. One wait at a
+// time: the caller must not call OnReadable again before fn runs, nor read
+// meanwhile.
+func (c *Conn) OnReadable(fn func()) error {
+	p := &idle
+	if err := p.start(); err != nil {
+		return err
+	}
+	var ctlErr error
+	err := c.rc.Control(func(fd uintptr) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if c.closed {
+			ctlErr = net.ErrClosed
+			return
+		}
+		p.gen++
+		ev := syscall.EpollEvent{
+			Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT,
+			Fd:     int32(fd),
+			Pad:    int32(p.gen),
+		}
+		op := syscall.EPOLL_CTL_MOD // re-arm the one-shot registration
+		if !c.inEpoll {
+			op = syscall.EPOLL_CTL_ADD
+		}
+		if err := syscall.EpollCtl(p.epfd, op, int(fd), &ev); err != nil {
+			ctlErr = os.NewSyscallError("epoll_ctl", err)
+			return
+		}
+		c.inEpoll, c.pollFD, c.pollGen, c.onReady = true, int32(fd), p.gen, fn
+		p.waiting[int32(fd)] = c
+	})
+	if err == nil {
+		err = ctlErr
+	}
+	if err != nil {
+		return opError(c.Conn, "read", err)
+	}
+	return nil
+}
+
+// Close closes the conn. A callback armed with OnReadable runs (on a new
+// goroutine), so that the reader finds the conn closed.
+func (c *Conn) Close() error {
+	p := &idle
+	var fn func()
+	p.mu.Lock()
+	c.closed = true
+	inEpoll := c.inEpoll
+	if c.onReady != nil {
+		fn, c.onReady = c.onReady, nil
+		delete(p.waiting, c.pollFD)
+	}
+	p.mu.Unlock()
+	if inEpoll {
+		// Leave the epoll set before the descriptor number can be reused.
+		c.rc.Control(func(fd uintptr) {
+			syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, int(fd), nil)
+		})
+	}
+	err := c.Conn.Close()
+	if fn != nil {
+		go fn()
+	}
+	return err
+}
+
+// TryReadReady is ReadReady without the wait: when no byte is there it
+// returns a nil buffer and a nil error at once, holding nothing. Otherwise it
+// returns as ReadReady does.
+func (c *Conn) TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+	c.rtry = true
+	b, err := c.ReadReady(pool, size)
+	c.rtry = false
+	return b, err
+}

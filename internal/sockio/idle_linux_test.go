@@ -1,0 +1,205 @@
+package sockio
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+)
+
+func TestTryReadReady(t *testing.T) {
+	client, server := tcpPair(t)
+	c := Wrap(server, true).(*Conn)
+	pool := bufpool.New(nil)
+	for round := range 3 {
+		b, err := c.TryReadReady(pool, 1024)
+		if b != nil || err != nil {
+			t.Fatalf("round %d, idle socket: TryReadReady = %v, %v; want nil, nil", round, b, err)
+		}
+		if n := pool.Outstanding(); n != 0 {
+			t.Fatalf("round %d: outstanding %d after a read that found nothing", round, n)
+		}
+		msg := []byte{'x', byte(round)}
+		if _, err := client.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		// The bytes are in flight on loopback; TryReadReady does not wait.
+		for b == nil && err == nil {
+			b, err = c.TryReadReady(pool, 1024)
+			runtime.Gosched()
+		}
+		if err != nil || !bytes.Equal(b.Bytes(), msg) {
+			t.Fatalf("round %d: TryReadReady = %q, %v; want %q", round, b.Bytes(), err, msg)
+		}
+		b.Free()
+	}
+	client.Close()
+	var err error
+	for i := 0; i < 1000 && err == nil; i++ {
+		_, err = c.TryReadReady(pool, 1024)
+		time.Sleep(time.Millisecond)
+	}
+	if err == nil || err.Error() != "EOF" {
+		t.Fatalf("after the peer closed: %v, want EOF", err)
+	}
+	// A blocking ReadReady afterwards is not affected by the try mode.
+	c.Close()
+	if _, err := c.ReadReady(pool, 1024); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("ReadReady after Close = %v, want net.ErrClosed", err)
+	}
+}
+
+// TestOnReadable checks that the callback runs once bytes arrive and not
+// before, that no goroutine per waiting conn exists meanwhile, that bytes
+// queued before arming fire at once, and that re-arming works.
+func TestOnReadable(t *testing.T) {
+	const conns = 50
+	type pair struct {
+		client net.Conn
+		c      *Conn
+		fired  chan struct{}
+	}
+	pairs := make([]pair, conns)
+	for i := range pairs {
+		client, server := tcpPair(t)
+		pairs[i] = pair{client, Wrap(server, true).(*Conn), make(chan struct{}, 4)}
+	}
+	// Start the poller before counting goroutines.
+	if err := idle.start(); err != nil {
+		t.Fatal(err)
+	}
+	base := runtime.NumGoroutine()
+	for round := range 3 {
+		for i := range pairs {
+			p := &pairs[i]
+			if err := p.c.OnReadable(func() { p.fired <- struct{}{} }); err != nil {
+				t.Fatalf("round %d: OnReadable: %v", round, err)
+			}
+		}
+		if g := runtime.NumGoroutine(); g > base {
+			t.Errorf("round %d: %d goroutines with %d conns waiting, %d before", round, g, conns, base)
+		}
+		time.Sleep(20 * time.Millisecond)
+		for i := range pairs {
+			select {
+			case <-pairs[i].fired:
+				t.Fatalf("round %d: conn %d fired with nothing to read", round, i)
+			default:
+			}
+		}
+		for i := range pairs {
+			if _, err := pairs[i].client.Write([]byte{byte(round)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pool := bufpool.New(nil)
+		for i := range pairs {
+			select {
+			case <-pairs[i].fired:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("round %d: conn %d did not fire", round, i)
+			}
+			b, err := pairs[i].c.ReadReady(pool, 16)
+			if err != nil || !bytes.Equal(b.Bytes(), []byte{byte(round)}) {
+				t.Fatalf("round %d: conn %d read %v, %v", round, i, b, err)
+			}
+			b.Free()
+		}
+	}
+	// Bytes queued before arming fire at once.
+	p := &pairs[0]
+	p.client.Write([]byte("early"))
+	time.Sleep(10 * time.Millisecond)
+	if err := p.c.OnReadable(func() { p.fired <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.fired:
+	case <-time.After(5 * time.Second):
+		t.Fatal("bytes queued before OnReadable did not fire it")
+	}
+	for i := range pairs {
+		pairs[i].c.Close()
+		pairs[i].client.Close()
+	}
+}
+
+// TestOnReadableHangupAndClose checks that a wait ends when the peer hangs
+// up and when the conn is closed locally, and that OnReadable on a closed
+// conn fails.
+func TestOnReadableHangupAndClose(t *testing.T) {
+	client, server := tcpPair(t)
+	c := Wrap(server, true).(*Conn)
+	fired := make(chan struct{}, 1)
+	if err := c.OnReadable(func() { fired <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	client.Close()
+	select {
+	case <-fired:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a hang-up did not fire OnReadable")
+	}
+	if _, err := c.ReadReady(nil, 16); err == nil || err.Error() != "EOF" {
+		t.Fatalf("after the hang-up: %v, want EOF", err)
+	}
+
+	_, server2 := tcpPair(t)
+	c2 := Wrap(server2, true).(*Conn)
+	if err := c2.OnReadable(func() { fired <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-fired:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not fire OnReadable")
+	}
+	if _, err := c2.ReadReady(nil, 16); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("after Close: %v, want net.ErrClosed", err)
+	}
+	if err := c2.OnReadable(func() { t.Error("fired on a closed conn") }); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("OnReadable after Close = %v, want net.ErrClosed", err)
+	}
+	c.Close()
+}
+
+// TestOnReadableRaceClose arms and closes concurrently with the peer
+// writing: the callback runs exactly once per arming.
+func TestOnReadableRaceClose(t *testing.T) {
+	for i := range 50 {
+		client, server := tcpPair(t)
+		c := Wrap(server, true).(*Conn)
+		var mu sync.Mutex
+		calls := 0
+		done := make(chan struct{})
+		if err := c.OnReadable(func() {
+			mu.Lock()
+			calls++
+			mu.Unlock()
+			done <- struct{}{}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		go client.Write([]byte("x"))
+		if i%2 == 0 {
+			runtime.Gosched()
+		}
+		c.Close()
+		<-done
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+		if calls != 1 {
+			t.Fatalf("iteration %d: callback ran %d times, want 1", i, calls)
+		}
+		mu.Unlock()
+		client.Close()
+	}
+}
