@@ -30,7 +30,7 @@ import (
 // h2specRequired turns the h2spec run into a hard requirement. While it is
 // false the test logs the pass count and the failing cases and then skips;
 // set it once all cases pass so that a regression fails CI.
-const h2specRequired = false
+const h2specRequired = true
 
 // h2specCases is how many cases h2spec v2.2.1 runs with --strict: 145, plus
 // the one strict mode adds.

@@ -165,7 +165,6 @@ func TestWireUserGoAway(t *testing.T) {
 	for _, code := range []h2frame.ErrCode{h2frame.ErrCodeNo, h2frame.ErrCodeInternal} {
 		t.Run(code.String(), func(t *testing.T) {
 			if code != h2frame.ErrCodeNo {
-				t.Skip("engine: GoAway with an error code sends the GOAWAY without its debug data (fail() drops Reason)")
 			}
 			wireRun(t, func(t *testing.T) {
 				st := newServerTest(t, h2conn.Config{}, wireOpts{})
@@ -224,7 +223,6 @@ func TestWireClientMaxConcurrentLowered(t *testing.T) {
 // HEADERS on a stream the client never opened is a connection error.
 func TestWireClientUnexpectedFrames(t *testing.T) {
 	t.Run("DATA first", func(t *testing.T) {
-		t.Skip("engine: a client stream accepts DATA before the response HEADERS (queued for Recv) instead of resetting it with PROTOCOL_ERROR; RecvHeaders then waits until the stream ends")
 		wireRun(t, func(t *testing.T) {
 			ct := newClientTest(t, h2conn.Config{}, wireOpts{})
 			p := ct.peer

@@ -273,7 +273,6 @@ func TestWireClientKeepalivePingTime(t *testing.T) {
 	if !wireSynctest {
 		t.Skip("needs exact time: runs in synctest bubbles only")
 	}
-	t.Skip("engine: the keepalive timer re-arms for a full KeepaliveTime when it fires after activity, so the PING comes up to 2×KeepaliveTime after the last frame read; grpc-go pings KeepaliveTime after it")
 	wireRun(t, func(t *testing.T) {
 		cfg := h2conn.Config{KeepaliveTime: time.Second, KeepaliveTimeout: 500 * time.Millisecond, KeepalivePermitWithoutStream: true}
 		ct := newClientTest(t, cfg, wireOpts{})
