@@ -168,3 +168,131 @@ func (c *chunkReady) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, e
 	c.chunks = c.chunks[1:]
 	return b, nil
 }
+
+// tryChunks is a TryReadySource over chunks, where a nil chunk means
+// "nothing there yet": TryReadReady consumes it and reports no bytes, and
+// ReadReady (the waiting read) skips it. It records how the Reader read.
+type tryChunks struct {
+	chunks       [][]byte
+	tries, waits int
+}
+
+// Read is the blocking read the Reader uses to complete a frame.
+func (c *tryChunks) Read(p []byte) (int, error) {
+	c.waits++
+	for len(c.chunks) > 0 && c.chunks[0] == nil {
+		c.chunks = c.chunks[1:]
+	}
+	if len(c.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.chunks[0])
+	if n == len(c.chunks[0]) {
+		c.chunks = c.chunks[1:]
+	} else {
+		c.chunks[0] = c.chunks[0][n:]
+	}
+	return n, nil
+}
+
+func (c *tryChunks) next(pool *bufpool.Pool, try bool) (*bufpool.Buffer, error) {
+	for len(c.chunks) > 0 {
+		ch := c.chunks[0]
+		c.chunks = c.chunks[1:]
+		if ch == nil {
+			if try {
+				return nil, nil
+			}
+			continue
+		}
+		return pool.Copy(ch), nil
+	}
+	return nil, io.EOF
+}
+
+func (c *tryChunks) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+	c.waits++
+	return c.next(pool, false)
+}
+
+func (c *tryChunks) TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+	c.tries++
+	return c.next(pool, true)
+}
+
+// TestTryReadFrame checks that TryReadFrame returns ErrWouldBlock only where
+// no byte of a next frame is there (also between the frames of a header
+// block), holding nothing then, that the Reader goes on afterwards, and that
+// it waits inside a frame.
+func TestTryReadFrame(t *testing.T) {
+	needHPACK(t)
+	var wire bytes.Buffer
+	w := NewWriter(&wire, WriterConfig{})
+	w.WriteHeaders(1, false, grpcRequest)
+	w.Flush()
+	hdrs := bytes.Clone(wire.Bytes())
+	wire.Reset()
+	ping := frameBytes(TypePing, 0, 0, []byte("12345678"))
+	// The request headers as HEADERS + CONTINUATION.
+	block := hdrs[HeaderLen:]
+	split := cat(frameBytes(TypeHeaders, FlagEndStream, 3, block[:5]), frameBytes(TypeContinuation, FlagEndHeaders, 3, block[5:]))
+	cont := HeaderLen + 5
+
+	src := &tryChunks{chunks: [][]byte{
+		nil,                // idle at the start
+		hdrs,               // a whole frame
+		nil,                // idle
+		split[:cont], nil,  // the HEADERS of a block, then a pause before its CONTINUATION
+		split[cont:], nil,  // the CONTINUATION
+		ping[:4], ping[4:], // a frame cut in two: the Reader waits for the rest
+		nil,
+	}}
+	pool := bufpool.New(nil)
+	r := NewReader(src, ReaderConfig{Pool: pool})
+	defer r.Close()
+	if !r.CanTry() {
+		t.Fatal("CanTry is false over a TryReadySource")
+	}
+	want := []string{"block", "headers 1", "block", "block", "headers 3", "block", "ping", "block", "EOF"}
+	for i, step := range want {
+		f, err := r.TryReadFrame()
+		var got string
+		switch {
+		case err == ErrWouldBlock:
+			got = "block"
+			// Inside a header block the fragments so far are kept.
+			wantOut := int64(0)
+			if i == 3 {
+				wantOut = 1
+			}
+			if r.HoldsReadBuffer() || r.box != nil || pool.Outstanding() != wantOut {
+				t.Errorf("step %d: would block holding a read buffer %v, scratch %v, outstanding %d (want %d)", i, r.HoldsReadBuffer(), r.box != nil, pool.Outstanding(), wantOut)
+			}
+		case err == io.EOF:
+			got = "EOF"
+		case err != nil:
+			t.Fatalf("step %d: %v", i, err)
+		default:
+			switch f := f.(type) {
+			case *HeadersFrame:
+				got = "headers " + string(rune('0'+f.StreamID))
+				if !slices.Equal(f.Fields, grpcRequest) {
+					t.Errorf("step %d: fields %v", i, f.Fields)
+				}
+			case *PingFrame:
+				got = "ping"
+			default:
+				got = f.Header().Type.String()
+			}
+		}
+		if got != step {
+			t.Fatalf("step %d: got %s, want %s", i, got, step)
+		}
+	}
+	if src.waits != 1 {
+		t.Errorf("%d waiting reads, want 1 (the second half of the PING)", src.waits)
+	}
+	if pool.Outstanding() != 0 {
+		t.Errorf("pool outstanding %d at the end", pool.Outstanding())
+	}
+}

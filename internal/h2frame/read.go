@@ -20,6 +20,19 @@ type ReadySource interface {
 	ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error)
 }
 
+// TryReadySource is a ReadySource that can also look for bytes without
+// waiting (internal/sockio's Conn on Linux): TryReadReady returns as
+// ReadReady does when bytes are there, and a nil buffer with a nil error,
+// holding nothing, when none are.
+type TryReadySource interface {
+	ReadySource
+	TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error)
+}
+
+// ErrWouldBlock is what TryReadFrame returns when no byte of a next frame is
+// there. It is not an error of the connection: the Reader goes on.
+var ErrWouldBlock = errors.New("h2frame: no frame ready")
+
 // ReaderConfig configures a Reader.
 type ReaderConfig struct {
 	Pool *bufpool.Pool // nil: bufpool.Default()
@@ -50,7 +63,9 @@ var ErrFrameTooLarge = ConnError{ErrCodeFrameSize, "frame_too_large"}
 // read memory; otherwise rbuf is taken once and freed by Close.
 type Reader struct {
 	src    io.Reader
-	ready  ReadySource // non-nil in pooled mode
+	ready  ReadySource    // non-nil in pooled mode
+	try    TryReadySource // ready as a TryReadySource, or nil
+	noWait bool           // inside TryReadFrame
 	pool   *bufpool.Pool
 	rbSize int
 
@@ -152,6 +167,7 @@ func NewReader(src io.Reader, cfg ReaderConfig) *Reader {
 	r.rbSize = max(r.rbSize, minReadBufferSize)
 	if rs, ok := src.(ReadySource); ok && !cfg.NoPooledReads {
 		r.ready = rs
+		r.try, _ = rs.(TryReadySource)
 	}
 	r.maxFrame = cfg.MaxFrameSize
 	if r.maxFrame == 0 {
@@ -288,6 +304,9 @@ func (r *Reader) ReadFrame() (Frame, error) {
 			r.tmp.Free()
 			r.tmp = nil
 		}
+		if err == ErrWouldBlock {
+			return nil, err // r.r == r.w: nothing to release
+		}
 		if err != nil {
 			if _, ok := err.(StreamError); !ok {
 				if err == io.EOF && (r.w > r.r || r.contStream != 0) {
@@ -303,6 +322,23 @@ func (r *Reader) ReadFrame() (Frame, error) {
 			return f, nil
 		}
 	}
+}
+
+// CanTry reports whether TryReadFrame can return ErrWouldBlock: the Reader
+// is in pooled mode over a TryReadySource.
+func (r *Reader) CanTry() bool { return r.try != nil }
+
+// TryReadFrame is ReadFrame that, instead of waiting for the socket, returns
+// ErrWouldBlock when the Reader holds no unparsed byte and the source has
+// none either (so at a frame boundary, or between the frames of a header
+// block), holding no read buffer and no scratch space. It waits like
+// ReadFrame inside a frame whose first bytes arrived, and always when
+// CanTry is false.
+func (r *Reader) TryReadFrame() (Frame, error) {
+	r.noWait = true
+	f, err := r.ReadFrame()
+	r.noWait = false
+	return f, err
 }
 
 // readOne reads one frame. It returns a nil frame and no error for frames
@@ -395,7 +431,16 @@ func (r *Reader) fill(n int) error {
 		// About to wait for the socket with nothing buffered: the
 		// connection may stay idle for long, so let go of scratch space.
 		r.shed()
-		b, err := r.ready.ReadReady(r.pool, r.rbSize)
+		var b *bufpool.Buffer
+		var err error
+		if r.noWait && r.try != nil && r.r == r.w {
+			b, err = r.try.TryReadReady(r.pool, r.rbSize)
+			if b == nil && err == nil {
+				return ErrWouldBlock
+			}
+		} else {
+			b, err = r.ready.ReadReady(r.pool, r.rbSize)
+		}
 		if err != nil {
 			return err
 		}

@@ -203,3 +203,19 @@ func TestOnReadableRaceClose(t *testing.T) {
 		client.Close()
 	}
 }
+
+// tryReadySource repeats h2frame's TryReadySource method set, and idleWaiter
+// what the connection engine needs to leave an idle conn without a goroutine.
+type tryReadySource interface {
+	readySource
+	TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error)
+}
+
+type idleWaiter interface {
+	OnReadable(fn func()) error
+}
+
+var (
+	_ tryReadySource = (*Conn)(nil)
+	_ idleWaiter     = (*Conn)(nil)
+)
