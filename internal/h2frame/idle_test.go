@@ -239,11 +239,11 @@ func TestTryReadFrame(t *testing.T) {
 	cont := HeaderLen + 5
 
 	src := &tryChunks{chunks: [][]byte{
-		nil,                // idle at the start
-		hdrs,               // a whole frame
-		nil,                // idle
-		split[:cont], nil,  // the HEADERS of a block, then a pause before its CONTINUATION
-		split[cont:], nil,  // the CONTINUATION
+		nil,               // idle at the start
+		hdrs,              // a whole frame
+		nil,               // idle
+		split[:cont], nil, // the HEADERS of a block, then a pause before its CONTINUATION
+		split[cont:], nil, // the CONTINUATION
 		ping[:4], ping[4:], // a frame cut in two: the Reader waits for the rest
 		nil,
 	}}
