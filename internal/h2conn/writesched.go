@@ -1,6 +1,8 @@
 package h2conn
 
 import (
+	"runtime"
+
 	"github.com/leangrpc/leangrpc/internal/h2frame"
 	"github.com/leangrpc/leangrpc/internal/hpack"
 )
@@ -153,6 +155,7 @@ func (c *Conn) parkedSenderLocked() *Stream {
 // role to a parked sender after each flush rather than writing for
 // everyone indefinitely.
 func (c *Conn) writeLoop(self *Stream) {
+	corks := 0
 	for {
 		if !c.closing {
 			c.wantWrite = false
@@ -171,10 +174,26 @@ func (c *Conn) writeLoop(self *Stream) {
 			c.wantWrite = true
 			break
 		}
+		if corks < maxCorkYields && !c.closing && c.numLocal+c.numPeer > 1 && c.fw.Buffered() < c.cfg.WriteBatchBytes {
+			// Cork: other streams are active and their goroutines may be
+			// runnable right now (woken by the reader, about to send).
+			// Yield once so they can queue, and take their frames into
+			// this flush: one syscall for the batch rather than one each.
+			// The batch ends when a yield brings nothing new.
+			corks++
+			c.mu.Unlock()
+			runtime.Gosched()
+			c.mu.Lock()
+			if c.wantWrite && !c.closing {
+				continue
+			}
+			corks = maxCorkYields
+		}
 		c.soloBatch = false
 		c.mu.Unlock()
 		err := c.fw.Flush()
 		c.mu.Lock()
+		corks = 0
 		if err != nil {
 			c.writing = false
 			c.idleCond.Broadcast()
@@ -196,6 +215,10 @@ func (c *Conn) writeLoop(self *Stream) {
 	c.writing = false
 	c.idleCond.Broadcast()
 }
+
+// maxCorkYields bounds the yields of one writeLoop round before it
+// flushes (see the cork in writeLoop).
+const maxCorkYields = 4
 
 // applyPeerSettingsLocked passes SETTINGS changes that concern encoding to
 // fw before anything else is encoded.
