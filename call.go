@@ -258,6 +258,7 @@ func (cc *ClientConn) invokeOnce(ctx context.Context, method string, args, reply
 	if err != nil {
 		return err
 	}
+	defer cs.Release() // after ci.after: the stream object goes back to the connection
 	defer ci.after(cs, p)
 	if err := cs.SendMsg(args, true); err != nil && err != io.EOF {
 		cs.Abort()

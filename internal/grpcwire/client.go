@@ -35,6 +35,7 @@ type ClientStream struct {
 	st      *h2conn.Stream
 	ctx     context.Context
 	stop    func() bool // stops the context watcher
+	fired   bool        // the context watcher ran (or runs): the stream may not be reused
 	codec   encoding.CodecV2
 	pool    *bufpool.Pool
 	maxSend int
@@ -277,13 +278,27 @@ func (s *ClientStream) end(err error) error {
 	}
 	s.ended = true
 	s.final = err
-	if s.stop != nil {
-		s.stop()
+	if s.stop != nil && !s.stop() {
+		s.fired = true
 	}
 	s.parser.Close()
 	// The stream is not Released: a SendMsg on another goroutine may still
 	// be using it, and Release is optional.
 	return err
+}
+
+// Release ends the call if it has not ended (as Abort) and gives the
+// HTTP/2 stream back to the connection for reuse. Only for a caller that
+// owns both directions and is done with s, such as Invoke once the result
+// and the call options are taken: s must not be used afterwards. A stream
+// whose context watcher fired is not reused (the watcher may still be
+// resetting it).
+func (s *ClientStream) Release() {
+	s.Abort()
+	if !s.fired {
+		s.st.Release()
+	}
+	s.st = nil
 }
 
 // Abort ends the call from the caller's side (a client that stops

@@ -69,11 +69,17 @@ type Stream struct {
 	sendCh chan struct{} // one slot; signals the sender
 }
 
-// maxFreeStreams bounds the released Stream objects a connection keeps for
-// reuse. The free list is per connection rather than a global sync.Pool so
-// that a Stream's channels never cross into another connection (or a
+// maxFreeStreams bounds the released Stream objects a busy connection keeps
+// for reuse: enough for grpc-go's benchmark concurrency (120 calls in
+// flight) to open streams without allocating. Once no stream is open the
+// list is cut to idleFreeStreams, so an idle connection holds few. The
+// free list is per connection rather than a global sync.Pool so that a
+// Stream's channels never cross into another connection (or a
 // testing/synctest bubble).
-const maxFreeStreams = 32
+const (
+	maxFreeStreams  = 128
+	idleFreeStreams = 8
+)
 
 // newStreamLocked takes a released stream object, or a new one, and
 // registers it.
@@ -537,8 +543,16 @@ func (s *Stream) release() {
 		}
 	}
 	s.recvQ.freeAll()
+	keep := maxFreeStreams
+	if c.numLocal+c.numPeer == 0 {
+		keep = idleFreeStreams
+		if n := len(c.freeStreams); n > keep {
+			clear(c.freeStreams[keep:])
+			c.freeStreams = c.freeStreams[:keep]
+		}
+	}
 	reuse := !s.inReady && !s.sendWaiting && !s.recvWaiting && s.sendKind == sendNone &&
-		!c.closing && len(c.freeStreams) < maxFreeStreams
+		!c.closing && len(c.freeStreams) < keep
 	if reuse {
 		hdrs, trls, q := s.hdrs[:0], s.trls[:0], s.recvQ.q[:0]
 		if s.trailersOnly {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package leangrpc_test
+
+const raceOn = false
