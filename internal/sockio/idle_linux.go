@@ -1,10 +1,12 @@
 package sockio
 
 import (
+	"errors"
 	"net"
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 )
@@ -132,37 +134,26 @@ func (c *Conn) OnReadable(fn func()) error {
 	if err := p.start(); err != nil {
 		return err
 	}
-	var ctlErr error
-	err := c.rc.Control(func(fd uintptr) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if c.closed {
-			ctlErr = net.ErrClosed
-			return
-		}
-		p.gen++
-		ev := syscall.EpollEvent{
-			Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT,
-			Fd:     int32(fd),
-			Pad:    int32(p.gen),
-		}
-		op := syscall.EPOLL_CTL_MOD // re-arm the one-shot registration
-		if !c.inEpoll {
-			op = syscall.EPOLL_CTL_ADD
-		}
-		if err := syscall.EpollCtl(p.epfd, op, int(fd), &ev); err != nil {
-			ctlErr = os.NewSyscallError("epoll_ctl", err)
-			return
-		}
-		c.inEpoll, c.pollFD, c.pollGen, c.onReady = true, int32(fd), p.gen, fn
-		p.waiting[int32(fd)] = c
-	})
-	if err == nil {
-		err = ctlErr
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c.closed {
+		return opError(c.Conn, "read", net.ErrClosed)
 	}
-	if err != nil {
-		return opError(c.Conn, "read", err)
+	p.gen++
+	ev := syscall.EpollEvent{
+		Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT,
+		Fd:     c.fd,
+		Pad:    int32(p.gen),
 	}
+	op := syscall.EPOLL_CTL_MOD // re-arm the one-shot registration
+	if !c.inEpoll {
+		op = syscall.EPOLL_CTL_ADD
+	}
+	if err := syscall.EpollCtl(p.epfd, op, int(c.fd), &ev); err != nil {
+		return opError(c.Conn, "read", os.NewSyscallError("epoll_ctl", err))
+	}
+	c.inEpoll, c.pollGen, c.onReady = true, p.gen, fn
+	p.waiting[c.fd] = c
 	return nil
 }
 
@@ -172,19 +163,16 @@ func (c *Conn) Close() error {
 	p := &idle
 	var fn func()
 	p.mu.Lock()
-	c.closed = true
-	inEpoll := c.inEpoll
 	if c.onReady != nil {
 		fn, c.onReady = c.onReady, nil
-		delete(p.waiting, c.pollFD)
+		delete(p.waiting, c.fd)
 	}
-	p.mu.Unlock()
-	if inEpoll {
+	if c.inEpoll && !c.closed {
 		// Leave the epoll set before the descriptor number can be reused.
-		c.rc.Control(func(fd uintptr) {
-			syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, int(fd), nil)
-		})
+		syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, int(c.fd), nil)
 	}
+	c.closed = true
+	p.mu.Unlock()
 	err := c.Conn.Close()
 	if fn != nil {
 		go fn()
@@ -201,3 +189,34 @@ func (c *Conn) TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, erro
 	c.rtry = false
 	return b, err
 }
+
+// ReadReadyWithin is ReadReady that waits at most d for bytes: when none
+// came by then it returns a nil buffer and a nil error, holding nothing, so
+// that the caller can hand the wait to OnReadable. When bytes are there at
+// once it costs what ReadReady costs; a wait uses the conn's read deadline
+// and clears it before returning, so the caller must not use read deadlines
+// of its own.
+func (c *Conn) ReadReadyWithin(pool *bufpool.Pool, size int, d time.Duration) (*bufpool.Buffer, error) {
+	c.rwithin = d
+	b, err := c.ReadReady(pool, size)
+	c.rwithin = 0
+	if c.rset {
+		c.rset = false
+		if derr := c.Conn.SetReadDeadline(time.Time{}); derr != nil && err == nil {
+			if b != nil {
+				b.Free()
+			}
+			return nil, derr
+		}
+		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, nil
+		}
+	}
+	return b, err
+}
+
+// StartIdlePoller starts the process-wide goroutine behind OnReadable now
+// rather than at the first OnReadable; goroutine leak checks call it before
+// taking their baseline. It returns the error that prevents idle waits, if
+// any.
+func StartIdlePoller() error { return idle.start() }

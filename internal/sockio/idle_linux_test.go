@@ -70,7 +70,7 @@ func TestOnReadable(t *testing.T) {
 		pairs[i] = pair{client, Wrap(server, true).(*Conn), make(chan struct{}, 4)}
 	}
 	// Start the poller before counting goroutines.
-	if err := idle.start(); err != nil {
+	if err := StartIdlePoller(); err != nil {
 		t.Fatal(err)
 	}
 	base := runtime.NumGoroutine()
@@ -219,3 +219,56 @@ var (
 	_ tryReadySource = (*Conn)(nil)
 	_ idleWaiter     = (*Conn)(nil)
 )
+
+// TestReadReadyWithin checks that the bounded wait returns bytes that are
+// there or come in time, gives up with no buffer and no error otherwise, and
+// leaves no read deadline behind.
+func TestReadReadyWithin(t *testing.T) {
+	client, server := tcpPair(t)
+	c := Wrap(server, true).(*Conn)
+	pool := bufpool.New(nil)
+
+	client.Write([]byte("now"))
+	var b *bufpool.Buffer
+	var err error
+	for b == nil && err == nil { // loopback delivery is not instant
+		b, err = c.ReadReadyWithin(pool, 64, time.Second)
+	}
+	if err != nil || string(b.Bytes()) != "now" {
+		t.Fatalf("bytes already there: %v, %v", b, err)
+	}
+	b.Free()
+
+	b, err = c.ReadReadyWithin(pool, 64, 20*time.Millisecond)
+	if b != nil || err != nil {
+		t.Fatalf("idle socket: ReadReadyWithin = %v, %v; want nil, nil", b, err)
+	}
+	if n := pool.Outstanding(); n != 0 {
+		t.Fatalf("outstanding %d after giving up", n)
+	}
+
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		client.Write([]byte("later"))
+	}()
+	b, err = c.ReadReadyWithin(pool, 64, 10*time.Second)
+	if err != nil || string(b.Bytes()) != "later" {
+		t.Fatalf("bytes during the wait: %v, %v", b, err)
+	}
+	b.Free()
+
+	// No deadline left behind: a plain wait outlasts the bounds used above.
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		client.Write([]byte("plain"))
+	}()
+	b, err = c.ReadReady(pool, 64)
+	if err != nil || string(b.Bytes()) != "plain" {
+		t.Fatalf("ReadReady after ReadReadyWithin: %v, %v", b, err)
+	}
+	b.Free()
+	c.Close()
+	if b, err := c.ReadReadyWithin(pool, 64, time.Second); b != nil || !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("after Close: %v, %v; want net.ErrClosed", b, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
@@ -26,7 +27,11 @@ func wrapRaw(c net.Conn, pooled bool) net.Conn {
 		return nil
 	}
 	rc, err := sc.SyscallConn()
-	if err != nil || !isSocket(rc) {
+	if err != nil {
+		return nil
+	}
+	fd, ok := socketFD(rc)
+	if !ok {
 		return nil
 	}
 	if !pooled {
@@ -34,21 +39,23 @@ func wrapRaw(c net.Conn, pooled bool) net.Conn {
 		v.w.init(rc)
 		return v
 	}
-	p := &Conn{VecConn: VecConn{Conn: c}, rc: rc}
+	p := &Conn{VecConn: VecConn{Conn: c}, rc: rc, fd: int32(fd)}
 	p.w.init(rc)
 	p.readFn = p.readOnce
 	return p
 }
 
-// isSocket reports whether rc's descriptor is a socket (a *os.File exposes
+// socketFD returns rc's descriptor if it is a socket (a *os.File exposes
 // syscall.Conn too, and its RawConn.Read does not wait in the poller for
 // regular files).
-func isSocket(rc syscall.RawConn) bool {
+func socketFD(rc syscall.RawConn) (int, bool) {
 	var serr error
+	sfd := -1
 	err := rc.Control(func(fd uintptr) {
 		_, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TYPE)
+		sfd = int(fd)
 	})
-	return err == nil && serr == nil
+	return sfd, err == nil && serr == nil
 }
 
 // VecConn is a conn with a socket descriptor whose WriteVec issues writev
@@ -191,11 +198,19 @@ type Conn struct {
 	rbuf  *bufpool.Buffer // the result, handed to the caller
 	rerr  error
 	rtry  bool // TryReadReady: return on EAGAIN instead of parking
+	// ReadReadyWithin: the longest wait, and whether the callback set the
+	// read deadline for it.
+	rwithin time.Duration
+	rset    bool
+
+	// fd is the socket's descriptor, recorded by Wrap for OnReadable and
+	// Close, which use it only while closed is false (the descriptor is
+	// open until Close closes the wrapped conn).
+	fd int32
 
 	// The OnReadable registration (idle_linux.go); guarded by idle.mu.
 	closed  bool   // Close ran
 	inEpoll bool   // the socket is in the idle poller's epoll set
-	pollFD  int32  // the socket's descriptor, the key in idle.waiting
 	pollGen uint32 // the registration's number
 	onReady func() // the armed callback, or nil
 }
@@ -249,7 +264,16 @@ func (c *Conn) readOnce(fd uintptr) bool {
 		case err == syscall.EINTR:
 			continue
 		case err == syscall.EAGAIN:
-			b.Free()      // parked readers hold no memory
+			b.Free() // parked readers hold no memory
+			if c.rwithin > 0 && !c.rset {
+				// ReadReadyWithin: bound the wait, paying for the
+				// deadline only when there is a wait.
+				c.rset = true
+				if err := c.Conn.SetReadDeadline(time.Now().Add(c.rwithin)); err != nil {
+					c.rerr = err
+					return true
+				}
+			}
 			return c.rtry // TryReadReady: done, with no buffer
 		case err != nil:
 			b.Free()
