@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"io"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 )
@@ -294,5 +296,62 @@ func TestTryReadFrame(t *testing.T) {
 	}
 	if pool.Outstanding() != 0 {
 		t.Errorf("pool outstanding %d at the end", pool.Outstanding())
+	}
+}
+
+// boundedChunks adds a bounded wait to tryChunks: a nil chunk is a wait
+// that ran out.
+type boundedChunks struct {
+	tryChunks
+	bounded int
+}
+
+func (c *boundedChunks) ReadReadyWithin(pool *bufpool.Pool, size int, d time.Duration) (*bufpool.Buffer, error) {
+	c.bounded++
+	return c.next(pool, true)
+}
+
+// TestIdleWait checks that ReadFrame gives up with ErrWouldBlock when the
+// bounded wait runs out, holding nothing, and goes on afterwards; and that
+// it waits for good without SetIdleWait.
+func TestIdleWait(t *testing.T) {
+	ping := frameBytes(TypePing, 0, 0, []byte("12345678"))
+	for _, wait := range []time.Duration{0, time.Second} {
+		src := &boundedChunks{tryChunks: tryChunks{chunks: [][]byte{nil, ping, nil, nil, ping}}}
+		pool := bufpool.New(nil)
+		r := NewReader(src, ReaderConfig{Pool: pool})
+		if !r.CanIdleWait() {
+			t.Fatal("CanIdleWait is false over a BoundedReadySource")
+		}
+		r.SetIdleWait(wait)
+		var got []string
+		for {
+			f, err := r.ReadFrame()
+			if err == io.EOF {
+				break
+			}
+			switch {
+			case err == ErrWouldBlock:
+				got = append(got, "block")
+				if r.HoldsReadBuffer() || r.box != nil || pool.Outstanding() != 0 {
+					t.Errorf("wait %v: gave up holding a read buffer %v, scratch %v, outstanding %d", wait, r.HoldsReadBuffer(), r.box != nil, pool.Outstanding())
+				}
+			case err != nil:
+				t.Fatalf("wait %v: %v", wait, err)
+			default:
+				got = append(got, f.Header().Type.String())
+			}
+		}
+		want := "PING PING"
+		if wait > 0 {
+			want = "block PING block block PING"
+		}
+		if g := strings.Join(got, " "); g != want {
+			t.Errorf("wait %v: read %q, want %q", wait, g, want)
+		}
+		if (wait > 0) != (src.bounded > 0) {
+			t.Errorf("wait %v: %d bounded waits", wait, src.bounded)
+		}
+		r.Close()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/hpack"
@@ -29,8 +30,18 @@ type TryReadySource interface {
 	TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error)
 }
 
+// BoundedReadySource is a ReadySource that can bound its wait
+// (internal/sockio's Conn on Linux): ReadReadyWithin returns as ReadReady
+// does when bytes come within d, and a nil buffer with a nil error, holding
+// nothing, when none did.
+type BoundedReadySource interface {
+	ReadySource
+	ReadReadyWithin(pool *bufpool.Pool, size int, d time.Duration) (*bufpool.Buffer, error)
+}
+
 // ErrWouldBlock is what TryReadFrame returns when no byte of a next frame is
-// there. It is not an error of the connection: the Reader goes on.
+// there, and ReadFrame when none came within the idle wait (SetIdleWait). It
+// is not an error of the connection: the Reader goes on.
 var ErrWouldBlock = errors.New("h2frame: no frame ready")
 
 // ReaderConfig configures a Reader.
@@ -63,9 +74,11 @@ var ErrFrameTooLarge = ConnError{ErrCodeFrameSize, "frame_too_large"}
 // read memory; otherwise rbuf is taken once and freed by Close.
 type Reader struct {
 	src    io.Reader
-	ready  ReadySource    // non-nil in pooled mode
-	try    TryReadySource // ready as a TryReadySource, or nil
-	noWait bool           // inside TryReadFrame
+	ready  ReadySource        // non-nil in pooled mode
+	try    TryReadySource     // ready as a TryReadySource, or nil
+	noWait bool               // inside TryReadFrame
+	bound  BoundedReadySource // ready as a BoundedReadySource, or nil
+	wait   time.Duration      // SetIdleWait's bound; 0: none
 	pool   *bufpool.Pool
 	rbSize int
 
@@ -168,6 +181,7 @@ func NewReader(src io.Reader, cfg ReaderConfig) *Reader {
 	if rs, ok := src.(ReadySource); ok && !cfg.NoPooledReads {
 		r.ready = rs
 		r.try, _ = rs.(TryReadySource)
+		r.bound, _ = rs.(BoundedReadySource)
 	}
 	r.maxFrame = cfg.MaxFrameSize
 	if r.maxFrame == 0 {
@@ -328,6 +342,18 @@ func (r *Reader) ReadFrame() (Frame, error) {
 // is in pooled mode over a TryReadySource.
 func (r *Reader) CanTry() bool { return r.try != nil }
 
+// SetIdleWait bounds how long ReadFrame waits for the first byte of a frame:
+// after d without one it returns ErrWouldBlock, holding no read buffer and
+// no scratch space, so that the caller can hand the wait to the socket's
+// OnReadable and let its goroutine go. Zero (the default) waits for good. It
+// takes effect only in pooled mode over a BoundedReadySource (CanIdleWait).
+// A wait that finds bytes at once costs nothing extra; one that parks costs
+// two read deadline changes.
+func (r *Reader) SetIdleWait(d time.Duration) { r.wait = max(d, 0) }
+
+// CanIdleWait reports whether SetIdleWait takes effect.
+func (r *Reader) CanIdleWait() bool { return r.bound != nil }
+
 // TryReadFrame is ReadFrame that, instead of waiting for the socket, returns
 // ErrWouldBlock when the Reader holds no unparsed byte and the source has
 // none either (so at a frame boundary, or between the frames of a header
@@ -433,12 +459,18 @@ func (r *Reader) fill(n int) error {
 		r.shed()
 		var b *bufpool.Buffer
 		var err error
-		if r.noWait && r.try != nil && r.r == r.w {
+		switch {
+		case r.noWait && r.try != nil:
 			b, err = r.try.TryReadReady(r.pool, r.rbSize)
 			if b == nil && err == nil {
 				return ErrWouldBlock
 			}
-		} else {
+		case r.wait > 0 && r.bound != nil:
+			b, err = r.bound.ReadReadyWithin(r.pool, r.rbSize, r.wait)
+			if b == nil && err == nil {
+				return ErrWouldBlock
+			}
+		default:
 			b, err = r.ready.ReadReady(r.pool, r.rbSize)
 		}
 		if err != nil {
