@@ -135,9 +135,9 @@ func TestReaderShedsScratchWhenIdle(t *testing.T) {
 	if _, err := r.ReadFrame(); err != io.EOF {
 		t.Fatalf("at the end: %v, want EOF", err)
 	}
-	if r.box != nil || r.hf.Fields != nil || r.sf.Settings != nil || r.debug != nil || r.HoldsReadBuffer() {
+	if r.box != nil || r.hf.Fields != nil || r.sf.Settings != nil || r.gf.Debug != nil || r.HoldsReadBuffer() {
 		t.Errorf("idle Reader holds scratch: box %v, fields %d, settings %d, debug %d, read buffer %v",
-			r.box != nil, cap(r.hf.Fields), cap(r.sf.Settings), cap(r.debug), r.HoldsReadBuffer())
+			r.box != nil, cap(r.hf.Fields), cap(r.sf.Settings), cap(r.gf.Debug), r.HoldsReadBuffer())
 	}
 	if pool.Outstanding() != 0 {
 		t.Errorf("pool outstanding %d", pool.Outstanding())

@@ -114,11 +114,10 @@ func (r *Reader) parseGoAway(h FrameHeader, p []byte) (Frame, error) {
 	// The read buffer may go back to the pool before the caller looks at
 	// the debug data: keep a copy the Reader owns.
 	r.scratch()
-	if cap(r.debug) > maxRetainedScratch {
-		r.debug = nil
+	if cap(f.Debug) > maxRetainedScratch {
+		f.Debug = nil
 	}
-	r.debug = append(r.debug[:0], p[8:]...)
-	f.Debug = r.debug
+	f.Debug = append(f.Debug[:0], p[8:]...)
 	return f, nil
 }
 

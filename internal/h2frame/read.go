@@ -73,14 +73,14 @@ var ErrFrameTooLarge = ConnError{ErrCodeFrameSize, "frame_too_large"}
 // (or while a frame is being assembled), so that an idle connection holds no
 // read memory; otherwise rbuf is taken once and freed by Close.
 type Reader struct {
-	src    io.Reader
-	ready  ReadySource        // non-nil in pooled mode
-	try    TryReadySource     // ready as a TryReadySource, or nil
-	noWait bool               // inside TryReadFrame
-	bound  BoundedReadySource // ready as a BoundedReadySource, or nil
-	wait   time.Duration      // SetIdleWait's bound; 0: none
-	pool   *bufpool.Pool
-	rbSize int
+	src      io.Reader
+	ready    ReadySource   // non-nil in pooled mode
+	canTry   bool          // ready is a TryReadySource
+	canBound bool          // ready is a BoundedReadySource
+	noWait   bool          // inside TryReadFrame
+	wait     time.Duration // SetIdleWait's bound; 0: none
+	pool     *bufpool.Pool
+	rbSize   int
 
 	rbuf *bufpool.Buffer // the read buffer; owned by the Reader
 	rb   []byte          // borrowed from rbuf, valid while rbuf != nil
@@ -97,11 +97,11 @@ type Reader struct {
 	discarding bool                    // emit drops fields (PUSH_PROMISE blocks)
 
 	// Header block reassembly state, across CONTINUATION frames.
+	contPush   bool            // the open block belongs to a PUSH_PROMISE
+	contStream uint32          // stream whose CONTINUATION must come next; 0: none
 	block      *bufpool.Buffer // accumulated fragments; owned by the Reader
 	blockLen   int
-	contStream uint32 // stream whose CONTINUATION must come next; 0: none
 	contCount  int
-	contPush   bool        // the open block belongs to a PUSH_PROMISE
 	contErr    StreamError // stream error to report once the block is decoded
 
 	err error // sticky connection-level error
@@ -117,9 +117,7 @@ type Reader struct {
 	gf  GoAwayFrame
 	wf  WindowUpdateFrame
 
-	debug []byte // GOAWAY debug data copy; backs gf.Debug
-
-	// box carries the scratch slices hf.Fields, sf.Settings and debug to
+	// box carries the scratch slices hf.Fields, sf.Settings and gf.Debug to
 	// and from scratchPool; nil while they are released. Owned by the
 	// Reader.
 	box *readScratch
@@ -143,7 +141,7 @@ func (r *Reader) scratch() {
 		return
 	}
 	b := scratchPool.Get().(*readScratch)
-	r.hf.Fields, r.sf.Settings, r.debug = b.fields, b.settings, b.debug
+	r.hf.Fields, r.sf.Settings, r.gf.Debug = b.fields, b.settings, b.debug
 	b.fields, b.settings, b.debug = nil, nil, nil
 	r.box = b
 }
@@ -159,8 +157,8 @@ func (r *Reader) shed() {
 		return
 	}
 	clear(r.hf.Fields) // do not pin the last block's strings
-	b.fields, b.settings, b.debug = r.hf.Fields[:0], r.sf.Settings[:0], r.debug[:0]
-	r.hf.Fields, r.sf.Settings, r.debug, r.gf.Debug = nil, nil, nil, nil
+	b.fields, b.settings, b.debug = r.hf.Fields[:0], r.sf.Settings[:0], r.gf.Debug[:0]
+	r.hf.Fields, r.sf.Settings, r.gf.Debug = nil, nil, nil
 	r.box = nil
 	scratchPool.Put(b)
 }
@@ -180,8 +178,8 @@ func NewReader(src io.Reader, cfg ReaderConfig) *Reader {
 	r.rbSize = max(r.rbSize, minReadBufferSize)
 	if rs, ok := src.(ReadySource); ok && !cfg.NoPooledReads {
 		r.ready = rs
-		r.try, _ = rs.(TryReadySource)
-		r.bound, _ = rs.(BoundedReadySource)
+		_, r.canTry = rs.(TryReadySource)
+		_, r.canBound = rs.(BoundedReadySource)
 	}
 	r.maxFrame = cfg.MaxFrameSize
 	if r.maxFrame == 0 {
@@ -340,7 +338,7 @@ func (r *Reader) ReadFrame() (Frame, error) {
 
 // CanTry reports whether TryReadFrame can return ErrWouldBlock: the Reader
 // is in pooled mode over a TryReadySource.
-func (r *Reader) CanTry() bool { return r.try != nil }
+func (r *Reader) CanTry() bool { return r.canTry }
 
 // SetIdleWait bounds how long ReadFrame waits for the first byte of a frame:
 // after d without one it returns ErrWouldBlock, holding no read buffer and
@@ -352,7 +350,7 @@ func (r *Reader) CanTry() bool { return r.try != nil }
 func (r *Reader) SetIdleWait(d time.Duration) { r.wait = max(d, 0) }
 
 // CanIdleWait reports whether SetIdleWait takes effect.
-func (r *Reader) CanIdleWait() bool { return r.bound != nil }
+func (r *Reader) CanIdleWait() bool { return r.canBound }
 
 // TryReadFrame is ReadFrame that, instead of waiting for the socket, returns
 // ErrWouldBlock when the Reader holds no unparsed byte and the source has
@@ -460,13 +458,13 @@ func (r *Reader) fill(n int) error {
 		var b *bufpool.Buffer
 		var err error
 		switch {
-		case r.noWait && r.try != nil:
-			b, err = r.try.TryReadReady(r.pool, r.rbSize)
+		case r.noWait && r.canTry:
+			b, err = r.ready.(TryReadySource).TryReadReady(r.pool, r.rbSize)
 			if b == nil && err == nil {
 				return ErrWouldBlock
 			}
-		case r.wait > 0 && r.bound != nil:
-			b, err = r.bound.ReadReadyWithin(r.pool, r.rbSize, r.wait)
+		case r.wait > 0 && r.canBound:
+			b, err = r.ready.(BoundedReadySource).ReadReadyWithin(r.pool, r.rbSize, r.wait)
 			if b == nil && err == nil {
 				return ErrWouldBlock
 			}

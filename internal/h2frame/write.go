@@ -67,10 +67,10 @@ type WriterConfig struct {
 type Writer struct {
 	dst     io.Writer
 	vw      VectorWriter // dst as a VectorWriter, or nil
-	netBufs bool         // dst is a *net.TCPConn or *net.UnixConn: writev via net.Buffers
 	pool    *bufpool.Pool
 	enc     *hpack.Encoder
 	peerMax uint32
+	netBufs bool // dst is a *net.TCPConn or *net.UnixConn: writev via net.Buffers
 
 	cur   *bufpool.Buffer           // current pooled write buffer, or nil; owned by the Writer until Flush
 	wb    []byte                    // borrowed from cur or small: the current write buffer; len = bytes queued in it
