@@ -39,7 +39,7 @@ func wrapRaw(c net.Conn, pooled bool) net.Conn {
 		v.w.init(rc)
 		return v
 	}
-	p := &Conn{VecConn: VecConn{Conn: c}, rc: rc, fd: int32(fd)}
+	p := &Conn{VecConn: VecConn{Conn: c}, fd: int32(fd)}
 	p.w.init(rc)
 	p.readFn = p.readOnce
 	return p
@@ -187,9 +187,8 @@ func (w *rawWriter) advance(n int) {
 // once bytes are there. Wrap returns it on Linux when pooled reads are on.
 // It implements h2frame.ReadySource and h2frame.VectorWriter.
 type Conn struct {
-	VecConn
-	rc     syscall.RawConn
-	readFn func(fd uintptr) bool // c.readOnce, bound once so ReadReady allocates nothing
+	VecConn                       // VecConn.w.rc is the conn's RawConn
+	readFn  func(fd uintptr) bool // c.readOnce, bound once so ReadReady allocates nothing
 
 	// The arguments and results of the ReadReady in progress; owned by the
 	// goroutine inside ReadReady (the caller serialises calls).
@@ -197,21 +196,20 @@ type Conn struct {
 	rsize int
 	rbuf  *bufpool.Buffer // the result, handed to the caller
 	rerr  error
-	rtry  bool // TryReadReady: return on EAGAIN instead of parking
 	// ReadReadyWithin: the longest wait, and whether the callback set the
 	// read deadline for it.
 	rwithin time.Duration
 	rset    bool
-
-	// fd is the socket's descriptor, recorded by Wrap for OnReadable and
-	// Close, which use it only while closed is false (the descriptor is
-	// open until Close closes the wrapped conn).
-	fd int32
+	rtry    bool // TryReadReady: return on EAGAIN instead of parking
 
 	// The OnReadable registration (idle_linux.go); guarded by idle.mu.
 	closed  bool   // Close ran
 	inEpoll bool   // the socket is in the idle poller's epoll set
 	pollGen uint32 // the registration's number
+	// fd is the socket's descriptor, recorded by Wrap for OnReadable and
+	// Close, which use it only while closed is false (the descriptor is
+	// open until Close closes the wrapped conn).
+	fd      int32
 	onReady func() // the armed callback, or nil
 }
 
@@ -231,7 +229,7 @@ func (c *Conn) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) 
 		size = defaultReadSize
 	}
 	c.rpool, c.rsize, c.rbuf, c.rerr = pool, size, nil, nil
-	err := c.rc.Read(c.readFn)
+	err := c.w.rc.Read(c.readFn)
 	b := c.rbuf
 	if err == nil {
 		err = c.rerr
