@@ -11,16 +11,17 @@ type Decoder struct {
 	table      dynTable // the peer encoder's dynamic table, mirrored
 	allowedMax uint32   // largest size a dynamic table size update may set
 	maxStrLen  int      // bound on one decoded string; 0 means none
-	scratch    []byte   // Huffman output; valid until the next field
-	join       []byte   // name and value joined for a single allocation
-	// box carries scratch and join to and from scratchPool: nil while the
-	// scratch space is released (ReleaseScratch).
-	box *decodeScratch
+	// sc is the scratch space, taken from scratchPool by Decode and put
+	// back by ReleaseScratch (nil meanwhile); owned by the Decoder while
+	// it holds it.
+	sc *decodeScratch
 }
 
-// decodeScratch carries a Decoder's scratch buffers while they sit in
-// scratchPool.
-type decodeScratch struct{ huff, join []byte }
+// decodeScratch is a Decoder's scratch space.
+type decodeScratch struct {
+	huff []byte // Huffman output; valid until the next field
+	join []byte // name and value joined for a single allocation
+}
 
 // scratchPool holds the scratch space of idle decoders.
 var scratchPool = sync.Pool{New: func() any { return new(decodeScratch) }}
@@ -29,12 +30,12 @@ var scratchPool = sync.Pool{New: func() any { return new(decodeScratch) }}
 // decoders share, so that an idle connection holds none; the next Decode
 // takes some back. The dynamic table is kept: the peer refers to it.
 func (d *Decoder) ReleaseScratch() {
-	sc := d.box
+	sc := d.sc
 	if sc == nil {
 		return
 	}
-	sc.huff, sc.join = d.scratch[:0], d.join[:0]
-	d.scratch, d.join, d.box = nil, nil, nil
+	sc.huff, sc.join = sc.huff[:0], sc.join[:0]
+	d.sc = nil
 	scratchPool.Put(sc)
 }
 
@@ -108,7 +109,7 @@ func readInt(p []byte, n uint) (uint64, []byte, error) {
 }
 
 // readString decodes a string literal (RFC 7541 §5.2) at the start of p. The
-// result is borrowed from p or from d.scratch, valid until the next field.
+// result is borrowed from p or from d.sc.huff, valid until the next field.
 func (d *Decoder) readString(p []byte) ([]byte, []byte, error) {
 	if len(p) == 0 {
 		return nil, nil, errTruncated
@@ -134,12 +135,13 @@ func (d *Decoder) readString(p []byte) ([]byte, []byte, error) {
 	if d.maxStrLen > 0 && (len(raw)*8-7)/30 > d.maxStrLen {
 		return nil, nil, errStringLimit
 	}
-	start := len(d.scratch)
-	d.scratch, err = appendHuffmanDecode(d.scratch, raw)
+	sc := d.sc
+	start := len(sc.huff)
+	sc.huff, err = appendHuffmanDecode(sc.huff, raw)
 	if err != nil {
 		return nil, nil, err
 	}
-	out := d.scratch[start:]
+	out := sc.huff[start:]
 	if d.maxStrLen > 0 && len(out) > d.maxStrLen {
 		return nil, nil, errStringLimit
 	}
@@ -180,8 +182,9 @@ func (d *Decoder) makeStrings(nameB, valB []byte) (string, string) {
 	case vok:
 		name = string(nameB)
 	default:
-		d.join = append(append(d.join[:0], nameB...), valB...)
-		s := string(d.join)
+		sc := d.sc
+		sc.join = append(append(sc.join[:0], nameB...), valB...)
+		s := string(sc.join)
 		name, val = s[:len(nameB)], s[len(nameB):]
 	}
 	return name, val
@@ -197,19 +200,17 @@ func (d *Decoder) makeStrings(nameB, valB []byte) (string, string) {
 // into strings unless the dynamic table must store it, so the memory held
 // stays bounded by the limit plus the table size.
 func (d *Decoder) Decode(block []byte, maxListSize uint32, emit func(HeaderField)) error {
-	if d.box == nil {
-		sc := scratchPool.Get().(*decodeScratch)
-		d.scratch, d.join, d.box = sc.huff, sc.join, sc
-		sc.huff, sc.join = nil, nil
+	if d.sc == nil {
+		d.sc = scratchPool.Get().(*decodeScratch)
 	}
 	err := d.decode(block, maxListSize, emit)
 	// An idle connection should not keep the scratch space of one large
 	// header alive.
-	if cap(d.scratch) > maxKeptScratch {
-		d.scratch = nil
+	if cap(d.sc.huff) > maxKeptScratch {
+		d.sc.huff = nil
 	}
-	if cap(d.join) > maxKeptScratch {
-		d.join = nil
+	if cap(d.sc.join) > maxKeptScratch {
+		d.sc.join = nil
 	}
 	return err
 }
@@ -282,7 +283,7 @@ func (d *Decoder) decode(block []byte, maxListSize uint32, emit func(HeaderField
 			return err
 		}
 		p = rest
-		d.scratch = d.scratch[:0]
+		d.sc.huff = d.sc.huff[:0]
 		var name string
 		var nameB []byte
 		nameKnown := i != 0

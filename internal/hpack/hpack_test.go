@@ -382,8 +382,8 @@ func TestLargeStringScratchNotKept(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Value != val {
 		t.Fatalf("decode: %v", err)
 	}
-	if cap(d.scratch) > maxKeptScratch || cap(d.join) > maxKeptScratch {
-		t.Fatalf("kept scratch %d / join %d bytes after a large header", cap(d.scratch), cap(d.join))
+	if cap(d.sc.huff) > maxKeptScratch || cap(d.sc.join) > maxKeptScratch {
+		t.Fatalf("kept scratch %d / join %d bytes after a large header", cap(d.sc.huff), cap(d.sc.join))
 	}
 }
 

@@ -49,11 +49,11 @@ func TestReleaseScratch(t *testing.T) {
 		if err != nil || !fieldsEqual(got, fields) {
 			t.Fatalf("decode: %+v, %v", got, err)
 		}
-		if d.box == nil || cap(d.scratch) == 0 {
-			t.Fatalf("after Decode: box %v, scratch cap %d", d.box != nil, cap(d.scratch))
+		if d.sc == nil || cap(d.sc.huff) == 0 {
+			t.Fatalf("after Decode: scratch %v", d.sc != nil)
 		}
 		d.ReleaseScratch()
-		if d.box != nil || d.scratch != nil || d.join != nil {
+		if d.sc != nil {
 			t.Fatal("after ReleaseScratch the decoder still holds scratch space")
 		}
 		d.ReleaseScratch() // twice is harmless
