@@ -273,7 +273,11 @@ func (s *Stream) WriteTrailers(fields []hpack.HeaderField) error {
 // frame). It blocks until every byte has been handed to the connection's
 // writer (not necessarily flushed), so it waits while the windows are
 // exhausted; it returns an error, having freed b, when the stream is reset
-// or the connection ends.
+// or the connection ends. Exception: when another goroutine holds the
+// write role and the windows admit all of b, it returns nil at once and
+// that writer sends b (no park and wake-up per message when many streams
+// send); the stream's next write waits for it and reports the failure if
+// the stream ended before b went out (b is then freed by the engine).
 func (s *Stream) WriteData(b *bufpool.Buffer, endStream bool) error {
 	return s.writeData(b, endStream)
 }

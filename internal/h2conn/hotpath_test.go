@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/h2frame"
 )
 
 // finishStream sends END_STREAM on s and reads the echo to its end.
@@ -151,4 +152,99 @@ func TestCorkBatchesConcurrentSenders(t *testing.T) {
 	<-srv.Done()
 	<-serveErr
 	checkLeaks(t, pool, g)
+}
+
+// holdWriteRole makes the connection look busy writing, as when another
+// goroutine holds the write role; the returned func writes what was queued
+// meanwhile and gives the role back.
+func holdWriteRole(c *Conn) (release func()) {
+	c.mu.Lock()
+	for c.writing {
+		c.idleCond.Wait()
+	}
+	c.writing = true
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		c.writeLoop(nil)
+		c.mu.Unlock()
+	}
+}
+
+// While another goroutine holds the write role, WriteData leaves its item
+// in the send slot and returns; the holder sends it, and the stream's next
+// write waits for it, so order is kept.
+func TestWriteDataAsyncWhileRoleHeld(t *testing.T) {
+	g := runtime.NumGoroutine()
+	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := holdWriteRole(p.client)
+	if err := s.WriteData(p.pool.Copy([]byte("first,")), false); err != nil {
+		t.Fatal(err)
+	}
+	p.client.mu.Lock()
+	async, pending := s.sendAsync, s.sendKind != sendNone
+	p.client.mu.Unlock()
+	if !async || !pending {
+		t.Fatalf("WriteData with the role held elsewhere: async %v, item pending %v; want both", async, pending)
+	}
+	second := make(chan error, 1)
+	go func() { second <- s.WriteData(p.pool.Copy([]byte("second")), true) }()
+	release()
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.RecvHeaders(); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for {
+		b, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b.Bytes()...)
+		b.Free()
+	}
+	if string(got) != "first,second" {
+		t.Errorf("echo %q, want %q", got, "first,second")
+	}
+	s.Release()
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// An item left in the send slot is freed when the stream fails before the
+// writer gets to it, and the next write reports the failure.
+func TestWriteDataAsyncThenReset(t *testing.T) {
+	g := runtime.NumGoroutine()
+	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := holdWriteRole(p.client)
+	if err := s.WriteData(p.pool.Copy([]byte("dropped")), false); err != nil {
+		t.Fatal(err)
+	}
+	s.Reset(h2frame.ErrCodeCancel)
+	p.client.mu.Lock()
+	pending := s.sendKind != sendNone || s.sendBuf != nil
+	p.client.mu.Unlock()
+	if pending {
+		t.Error("the reset stream still holds its unsent item")
+	}
+	release()
+	if err := s.WriteData(p.pool.Copy([]byte("late")), true); err == nil {
+		t.Error("WriteData after the reset succeeded")
+	}
+	s.Release()
+	p.close(t)
+	checkLeaks(t, p.pool, g)
 }

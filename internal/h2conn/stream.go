@@ -41,6 +41,7 @@ type Stream struct {
 	sendHold    bool  // the item may stay unflushed (HoldFlush)
 	hold        bool  // HoldFlush was called; applies to the next item
 	sendWaiting bool  // the sender is parked on sendCh
+	sendAsync   bool  // the item was left in the slot by a WriteData that returned at once (see writeData)
 	handoff     bool  // the parked sender was handed the write role
 	inReady     bool  // linked in conn.ready
 	next        *Stream
@@ -215,6 +216,11 @@ func (c *Conn) wakeSlotLocked() {
 func (c *Conn) failStreamLocked(s *Stream, err *Error) func(error) {
 	if s.err == nil {
 		s.err = err
+	}
+	if s.sendAsync && !s.sendWaiting {
+		// Nobody waits for the item a returned WriteData left: free it
+		// here; the next write on the stream reports the error.
+		s.dropSendLocked()
 	}
 	if err.Initiator == InitiatorUser || !s.recvEOF {
 		s.recvQ.freeAll() // queued payloads nobody will read
@@ -415,6 +421,10 @@ func (s *Stream) expectMessage(n int) {
 func (s *Stream) writeHeaders(fields []hpack.HeaderField, end bool) error {
 	c := s.conn
 	c.mu.Lock()
+	if err := s.waitAsyncLocked(); err != nil {
+		c.mu.Unlock()
+		return err
+	}
 	if s.err != nil {
 		err := s.err
 		c.mu.Unlock()
@@ -438,8 +448,9 @@ func (s *Stream) writeHeaders(fields []hpack.HeaderField, end bool) error {
 func (s *Stream) writeData(b *bufpool.Buffer, end bool) error {
 	c := s.conn
 	c.mu.Lock()
-	var err error
+	err := s.waitAsyncLocked()
 	switch {
+	case err != nil:
 	case s.err != nil:
 		err = s.err
 	case !s.headersSent:
@@ -458,7 +469,35 @@ func (s *Stream) writeData(b *bufpool.Buffer, end bool) error {
 	s.sendHold, s.hold = s.hold, false
 	s.endQueued = end
 	c.readyLocked(s)
+	if c.writing && !c.closing && !s.sendHold {
+		n := int64(0)
+		if b != nil {
+			n = int64(b.Len())
+		}
+		if n <= s.out.avail() && n <= c.outflow.avail() {
+			// Someone else holds the write role and will encode the
+			// item without waiting for window: return at once rather
+			// than park until it is encoded (a wake-up per message when
+			// many streams send). The slot's next user waits for it.
+			s.sendAsync = true
+			c.mu.Unlock()
+			return nil
+		}
+	}
 	return s.waitSendLocked()
+}
+
+// waitAsyncLocked waits until an item an earlier WriteData left in the send
+// slot has been encoded, and returns its outcome. Called and returns with
+// mu held.
+func (s *Stream) waitAsyncLocked() error {
+	if !s.sendAsync {
+		return nil
+	}
+	s.sendAsync = false
+	err := s.waitSendLocked()
+	s.conn.mu.Lock()
+	return err
 }
 
 func (s *Stream) reset(code h2frame.ErrCode) {
