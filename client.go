@@ -163,7 +163,7 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	}
 	cc.h2cfg = h2conn.Config{
 		InitialStreamWindow:          uint32(max(cc.opts.initialWindow, 0)),
-		MaxFrameSize:                 maxFrameSize,
+		MaxFrameSize:                 cc.opts.maxFrameSize,
 		InitialConnWindow:            uint32(max(cc.opts.initialConnWindow, 0)),
 		Pool:                         cc.pool,
 		PooledReads:                  pooledReads(cc.opts.readBufferPooling),

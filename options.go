@@ -24,6 +24,7 @@ type serverOptions struct {
 	maxRecv              int
 	maxSend              int
 	maxConcurrentStreams uint32
+	maxFrameSize         uint32
 	kp                   keepalive.ServerParameters
 	kep                  keepalive.EnforcementPolicy
 	connTimeout          time.Duration
@@ -82,6 +83,15 @@ func MaxSendMsgSize(n int) ServerOption {
 // MaxConcurrentStreams limits the streams each client may open at once.
 func MaxConcurrentStreams(n uint32) ServerOption {
 	return serverOptionFunc(func(o *serverOptions) { o.maxConcurrentStreams = n })
+}
+
+// MaxFrameSize sets the SETTINGS_MAX_FRAME_SIZE the server announces: the
+// largest frame payload clients may send it, clamped to [16 KiB, 16 MiB-1]
+// (default 16 KiB, the RFC 9113 default, as grpc-go). Larger frames cut the
+// per-frame cost of big messages from leangrpc clients (grpc-go clients
+// send 16 KiB frames whatever we allow).
+func MaxFrameSize(n uint32) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.maxFrameSize = n })
 }
 
 // KeepaliveParams sets the server's connection management: idle and age
@@ -143,6 +153,7 @@ type dialOptions struct {
 	kp                keepalive.ClientParameters
 	initialWindow     int32
 	initialConnWindow int32
+	maxFrameSize      uint32
 	userAgent         string
 	authority         string
 	dialer            func(context.Context, string) (net.Conn, error)
@@ -208,6 +219,13 @@ func WithInitialWindowSize(n int32) DialOption {
 // WithInitialConnWindowSize sets the connection receive window.
 func WithInitialConnWindowSize(n int32) DialOption {
 	return dialOptionFunc(func(o *dialOptions) { o.initialConnWindow = n })
+}
+
+// WithMaxFrameSize sets the SETTINGS_MAX_FRAME_SIZE the client announces:
+// the largest frame payload the server may send it, clamped to
+// [16 KiB, 16 MiB-1] (default 16 KiB, the RFC 9113 default, as grpc-go).
+func WithMaxFrameSize(n uint32) DialOption {
+	return dialOptionFunc(func(o *dialOptions) { o.maxFrameSize = n })
 }
 
 // WithUserAgent puts s before leangrpc's own user-agent.

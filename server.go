@@ -22,16 +22,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// maxFrameSize is the SETTINGS_MAX_FRAME_SIZE both roles announce: how
-// large the DATA frames a leangrpc peer sends us may be (grpc-go peers send
-// 16 KiB frames whatever we allow). Larger frames mean fewer frames, reads
-// and queue hand-offs per message, and messages up to this size arriving
-// whole in one pooled buffer (decoded without a gather). Measured with
-// BenchmarkStreamLarge/lean-lean (1 MiB each way, loopback, 2 busy
-// cores): 16 KiB 280-490 MB/s, 64 KiB 770-1000, 256 KiB 1100-1380, 1 MiB
-// 550-680 (a frame that large stops the sender and receiver overlapping).
-const maxFrameSize = 256 << 10
-
 // ErrServerStopped is returned by Serve after Stop or GracefulStop.
 var ErrServerStopped = errors.New("leangrpc: the server has been stopped")
 
@@ -81,7 +71,7 @@ func NewServer(opts ...ServerOption) *Server {
 	}
 	s.h2cfg = h2conn.Config{
 		MaxConcurrentStreams:    o.maxConcurrentStreams,
-		MaxFrameSize:            maxFrameSize,
+		MaxFrameSize:            o.maxFrameSize,
 		InitialStreamWindow:     uint32(max(o.initialWindow, 0)),
 		InitialConnWindow:       uint32(max(o.initialConnWindow, 0)),
 		Pool:                    pool,
