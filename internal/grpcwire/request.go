@@ -63,10 +63,13 @@ func AppendRequestHeaders(dst []hpack.HeaderField, r *Request) []hpack.HeaderFie
 }
 
 // Reject is the server's answer to a request it will not dispatch: either
-// RST_STREAM with Code (when RST is set), or a Trailers-Only response with
-// HTTPStatus and Status.
+// RST_STREAM with Code (when RST is set), a plain HTTP response with
+// HTTPStatus and a short text body (when Plain is set: the request is not
+// a gRPC call at all), or a Trailers-Only response with HTTPStatus and
+// Status.
 type Reject struct {
 	RST        bool
+	Plain      bool
 	Code       h2frame.ErrCode
 	HTTPStatus int
 	Status     *status.Status
@@ -83,8 +86,9 @@ func (r *Reject) Error() string {
 // their order follow grpc-go's server: a connection header resets the
 // stream with PROTOCOL_ERROR; several :authority or host values, a bad
 // grpc-timeout or undecodable binary metadata answer 400; a content-type
-// that is not gRPC answers 415; a :method other than POST answers 405; a
-// :path without a leading slash answers 200 with Unimplemented.
+// that is not gRPC answers 415; a :method other than POST answers 405 (both
+// plain HTTP answers, see Reject.Plain); a :path without a leading slash
+// answers 200 with Unimplemented.
 func ParseRequest(fields []hpack.HeaderField) (Request, *Reject) {
 	return ParseRequestScratch(fields, nil)
 }
@@ -176,7 +180,7 @@ func ParseRequestScratch(fields []hpack.HeaderField, scratch []string) (Request,
 		return r, &Reject{RST: true, Code: h2frame.ErrCodeProtocol}
 	}
 	if !isGRPC {
-		return r, &Reject{HTTPStatus: http.StatusUnsupportedMediaType,
+		return r, &Reject{Plain: true, HTTPStatus: http.StatusUnsupportedMediaType,
 			Status: status.Newf(codes.InvalidArgument, "invalid gRPC request content-type %q", contentType)}
 	}
 	if headerErr != nil {
@@ -190,7 +194,7 @@ func ParseRequestScratch(fields []hpack.HeaderField, scratch []string) (Request,
 		md.add(":authority", host)
 	}
 	if httpMethod != http.MethodPost {
-		return r, &Reject{HTTPStatus: http.StatusMethodNotAllowed, Status: status.Newf(codes.Internal,
+		return r, &Reject{Plain: true, HTTPStatus: http.StatusMethodNotAllowed, Status: status.Newf(codes.Internal,
 			"Received a HEADERS frame with :method %q which should be POST", httpMethod)}
 	}
 	if r.Method == "" || r.Method[0] != '/' {

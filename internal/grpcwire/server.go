@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2conn"
@@ -279,13 +281,22 @@ func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
 	return nil
 }
 
-// RejectStream answers a request ParseRequest refused: RST_STREAM, or a
-// Trailers-Only response with the HTTP status (and a reset with NO_ERROR
-// when the client has not finished sending). It may block briefly on the
-// connection's writer, so call it off the reader goroutine.
+// RejectStream answers a request ParseRequest refused: RST_STREAM; a plain
+// HTTP response (HEADERS with the HTTP status, then a short text body) for
+// a request that is not gRPC; or a Trailers-Only response with the HTTP
+// status (and a reset with NO_ERROR when the client has not finished
+// sending). It may block briefly on the connection's writer, and after a
+// plain answer until the client ends its request (bounded by
+// rejectDrainBytes and rejectDrainTimeout), so call it off the reader
+// goroutine.
 func RejectStream(st *h2conn.Stream, req *Request, rej *Reject) {
 	if rej.RST {
 		st.Reset(rej.Code)
+		st.Release()
+		return
+	}
+	if rej.Plain {
+		rejectPlain(st, rej)
 		st.Release()
 		return
 	}
@@ -299,6 +310,58 @@ func RejectStream(st *h2conn.Stream, req *Request, rej *Reject) {
 		}
 	}
 	st.Release()
+}
+
+// The client of a request answered with a plain HTTP response may go on
+// sending its body. The response's END_STREAM waits for the request's: the
+// stream stays open while the client sends, so it keeps counting against
+// MAX_CONCURRENT_STREAMS and the engine keeps checking its content-length
+// and flow control, as an HTTP/2 server must (h2spec 5.1.2, 6.9.1, 8.1.2.6;
+// the engine resets a stream whose response ends before its request, RFC
+// 9113 §8.1). Reading returns window to the client, so nothing else bounds
+// what it may send: past rejectDrainBytes or rejectDrainTimeout the
+// response ends at once, which makes the engine reset the stream with
+// NO_ERROR.
+const (
+	rejectDrainBytes   = 256 << 10
+	rejectDrainTimeout = 10 * time.Second
+)
+
+// rejectPlain sends a plain HTTP response to a request that is not gRPC,
+// as net/http's Error does: the status, a text/plain content-type and the
+// reason as the body. The gRPC status goes in the headers too, so a gRPC
+// client learns why. It discards the request body until the client ends
+// it, then ends the response (see rejectDrainBytes).
+func rejectPlain(st *h2conn.Stream, rej *Reject) {
+	var buf [6]hpack.HeaderField
+	fields := append(buf[:0],
+		hpack.HeaderField{Name: ":status", Value: strconv.Itoa(rej.HTTPStatus)},
+		hpack.HeaderField{Name: "content-type", Value: "text/plain; charset=utf-8"},
+		hpack.HeaderField{Name: "x-content-type-options", Value: "nosniff"},
+	)
+	fields = AppendStatus(fields, rej.Status)
+	st.HoldFlush() // the body follows at once
+	if err := st.WriteHeaders(fields, false); err != nil {
+		return
+	}
+	b := bufpool.Default().Copy([]byte(rej.Status.Message() + "\n"))
+	if err := st.WriteData(b, false); err != nil { // takes ownership of b
+		return
+	}
+	var once sync.Once
+	end := func() { once.Do(func() { st.CloseSend() }) }
+	t := time.AfterFunc(rejectDrainTimeout, end)
+	n := 0
+	for n <= rejectDrainBytes {
+		b, err := st.Recv()
+		if err != nil {
+			break // io.EOF: the client ended its request; else a reset
+		}
+		n += b.Len()
+		b.Free() // returned by Recv, owned here
+	}
+	t.Stop()
+	end() // waits out a timer that got there first
 }
 
 // SkipMsg receives the next message and drops it: nil when there was one,

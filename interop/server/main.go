@@ -36,6 +36,10 @@ var (
 	port   = flag.Int("port", 10000, "The server port; 0 picks a free one, printed on stderr")
 	useTLS = flag.Bool("use_tls", false, "Connection uses TLS if true (not supported yet)")
 
+	// maxStreams gives the server a finite SETTINGS_MAX_CONCURRENT_STREAMS,
+	// which h2spec needs to test the limit.
+	maxStreams = flag.Uint("max_concurrent_streams", 0, "Streams each client may open at once; 0 keeps the library default")
+
 	// Accepted so that grpc-go's command lines work; TLS and ALTS are not
 	// supported, so a non-empty value only matters together with -use_tls.
 	_       = flag.String("tls_cert_file", "", "Ignored: TLS is not supported yet")
@@ -67,7 +71,7 @@ func main() {
 	if err != nil {
 		log.Fatalf("listen: %v", err)
 	}
-	s := newServer()
+	s := newServer(uint32(*maxStreams))
 	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
 
 	sig := make(chan os.Signal, 1)

@@ -6,4 +6,12 @@ import "github.com/leangrpc/leangrpc"
 
 const transportName = "leangrpc"
 
-func newServer() server { return leangrpc.NewServer() }
+// newServer returns a leangrpc server; maxStreams 0 keeps the default
+// stream limit.
+func newServer(maxStreams uint32) server {
+	var opts []leangrpc.ServerOption
+	if maxStreams > 0 {
+		opts = append(opts, leangrpc.MaxConcurrentStreams(maxStreams))
+	}
+	return leangrpc.NewServer(opts...)
+}
