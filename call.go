@@ -363,7 +363,14 @@ func (s *clientStream) SendMsg(m any) error {
 			return status.Error(codes.Internal, "SendMsg called after CloseSend")
 		}
 		s.sentOne = true
-		return s.cs.SendMsg(m, true)
+		// grpc-go returns nil, not io.EOF, when the single request of a
+		// call that is not client-streaming cannot be sent: the generated
+		// stubs return SendMsg's error as the call's, and RecvMsg reports
+		// the real status.
+		if err := s.cs.SendMsg(m, true); err != io.EOF {
+			return err
+		}
+		return nil
 	}
 	return s.cs.SendMsg(m, false)
 }

@@ -114,8 +114,11 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 func (s *ClientStream) Stream() *h2conn.Stream { return s.st }
 
 // SendMsg sends one message; with last set the request ends with it
-// (END_STREAM on its last DATA frame). After the stream ended it returns
-// io.EOF: RecvMsg then reports the status.
+// (END_STREAM on its last DATA frame). After the stream ended, whatever
+// ended it (the server's status, a reset, the context's deadline or
+// cancellation, the connection), it returns io.EOF and RecvMsg reports the
+// status, as grpc-go's transport errors do: a send racing the deadline must
+// not turn into a DeadlineExceeded of its own.
 func (s *ClientStream) SendMsg(m any, last bool) error {
 	b, err := EncodeBuffer(s.pool, s.codec, m, s.maxSend)
 	if err != nil {
@@ -124,9 +127,6 @@ func (s *ClientStream) SendMsg(m any, last bool) error {
 		return err
 	}
 	if err := s.st.WriteData(b, last); err != nil { // takes ownership of b
-		if s.ctx.Err() != nil {
-			return StreamStatusError(s.ctx, err)
-		}
 		return io.EOF
 	}
 	return nil
