@@ -54,7 +54,7 @@ type ReaderConfig struct {
 	MaxHeaderListSize uint32
 	// MaxHeaderTableSize is our SETTINGS_HEADER_TABLE_SIZE (0: 4096).
 	MaxHeaderTableSize uint32
-	// ReadBufferSize is the size of the pooled read buffer (0: 16 KiB+9).
+	// ReadBufferSize is the size of the pooled read buffer (0: 64 KiB).
 	ReadBufferSize int
 	// NoPooledReads keeps one read buffer for the Reader's whole life even
 	// when the source is a ReadySource (the rollback switch).
