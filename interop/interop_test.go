@@ -9,8 +9,8 @@
 //     tag, so on grpc-go's transport. It validates the programs' own logic
 //     (the cases written here rather than taken from grpc-go) and always runs.
 //   - grpcgo_to_lean, lean_to_grpcgo, lean_to_lean: the real thing. They run
-//     when leangrpcReady is true or LEANGRPC_INTEROP=1, and are skipped with
-//     a logged reason otherwise.
+//     when leangrpcReady is true (it is) or LEANGRPC_INTEROP=1, and are
+//     skipped with a logged reason otherwise.
 //
 // grpc-go's binaries are built with `go install <pkg>@<version>`, the version
 // being the one go.mod requires, because their dependencies (ALTS, xDS) are
@@ -42,9 +42,10 @@ import (
 )
 
 // leangrpcReady turns the directions involving leangrpc from "skip with a
-// logged reason" into "must pass". Flip it once the root package serves and
-// dials; LEANGRPC_INTEROP=1 in the environment does the same for one run.
-var leangrpcReady = false
+// logged reason" into "must pass". It was false until the root package
+// served and dialed; with it false, LEANGRPC_INTEROP=1 in the environment
+// turns them on for one run.
+var leangrpcReady = true
 
 func ready() bool { return leangrpcReady || os.Getenv("LEANGRPC_INTEROP") == "1" }
 
