@@ -316,7 +316,8 @@ func (s *Stream) SetResetHook(f func(err error)) { s.setResetHook(f) }
 
 // Release tells the engine the caller is done with the stream so its
 // object can be reused. It is optional; after it the Stream must not be
-// used. Releasing a stream that is still open resets it with CANCEL.
+// used. A payload a WriteData left to another writer (see WriteData) is
+// sent first. Releasing a stream that is still open resets it with CANCEL.
 func (s *Stream) Release() { s.release() }
 
 // Initiator says who caused an error, which decides what goes on the wire.

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
@@ -245,6 +246,71 @@ func TestWriteDataAsyncThenReset(t *testing.T) {
 		t.Error("WriteData after the reset succeeded")
 	}
 	s.Release()
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// Release after a WriteData that returned at once still sends its payload.
+func TestReleaseSendsAsyncItem(t *testing.T) {
+	g := runtime.NumGoroutine()
+	got := make(chan string, 1)
+	h := func(pool *bufpool.Pool) Handler {
+		return HandlerFunc(func(s *Stream) {
+			go func() {
+				var data []byte
+				for {
+					b, err := s.Recv()
+					if err != nil {
+						if err != io.EOF {
+							data = append(data, "<"+err.Error()+">"...)
+						}
+						break
+					}
+					data = append(data, b.Bytes()...)
+					b.Free()
+				}
+				got <- string(data)
+				s.Release()
+			}()
+		})
+	}
+	p := newPair(t, Config{}, Config{}, h, false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := holdWriteRole(p.client)
+	if err := s.WriteData(p.pool.Copy([]byte("last words")), true); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		s.Release()
+		close(done)
+	}()
+	// Let Release park on the pending item before the role comes back.
+	deadline := time.Now().Add(5 * time.Second)
+	for parked := false; !parked; {
+		select {
+		case <-done:
+			release()
+			t.Fatal("Release returned without waiting for the pending item")
+		default:
+		}
+		if time.Now().After(deadline) {
+			release()
+			t.Fatal("Release did not wait for the pending item")
+		}
+		p.client.mu.Lock()
+		parked = s.sendWaiting
+		p.client.mu.Unlock()
+		runtime.Gosched()
+	}
+	release()
+	<-done
+	if d := <-got; d != "last words" {
+		t.Errorf("server received %q, want %q", d, "last words")
+	}
 	p.close(t)
 	checkLeaks(t, p.pool, g)
 }

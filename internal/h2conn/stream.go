@@ -572,6 +572,11 @@ func (s *Stream) release() {
 		return
 	}
 	c.mu.Lock()
+	if s.sendAsync && s.err == nil {
+		// An item a returned WriteData left in the slot goes out before
+		// the stream is given up, as if that WriteData had waited.
+		s.waitAsyncLocked()
+	}
 	if s.state != stateClosed {
 		err := &Error{Code: h2frame.ErrCodeCancel, StreamID: s.id, Initiator: InitiatorUser, Reason: "released"}
 		wasIdle := s.state == stateIdle
