@@ -1,6 +1,13 @@
 package h2conn
 
-import "github.com/leangrpc/leangrpc/internal/h2frame"
+import (
+	"math"
+
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+)
+
+// unlimitedStreams is the MaxConcurrentStreams value that means no limit.
+const unlimitedStreams = math.MaxUint32
 
 // queueInitialSettingsLocked queues our SETTINGS and, when our connection
 // window is above the default, the WINDOW_UPDATE that opens it.
@@ -8,7 +15,9 @@ func (c *Conn) queueInitialSettingsLocked() {
 	s := c.localSettings[:0]
 	if c.role == RoleClient {
 		s = append(s, h2frame.Setting{ID: h2frame.SettingEnablePush, Val: 0})
-	} else {
+	} else if c.cfg.MaxConcurrentStreams != unlimitedStreams {
+		// An absent SETTINGS_MAX_CONCURRENT_STREAMS means no limit (RFC
+		// 9113 §6.5.2); grpc-go's server leaves it out in that case too.
 		s = append(s, h2frame.Setting{ID: h2frame.SettingMaxConcurrentStreams, Val: c.cfg.MaxConcurrentStreams})
 	}
 	if c.cfg.InitialStreamWindow != h2frame.DefaultInitialWindow {
