@@ -118,11 +118,21 @@ type ClientConn struct {
 	old     []*h2conn.Conn // going-away connections still draining
 }
 
+// defaultClientMaxFrameSize is the SETTINGS_MAX_FRAME_SIZE a client
+// announces unless WithMaxFrameSize says otherwise. It lets a server send a
+// large response in a few large DATA frames instead of 16 KiB ones: each
+// frame costs the receiver a parse and a wake-up. leanbench 1 MiB streaming
+// with 16 streams, against grpc-go in the same run: 1.08-1.16x with this,
+// 1.04-1.09x with 16 KiB. The server keeps the RFC default, which peers and
+// h2spec assume.
+const defaultClientMaxFrameSize = 256 << 10
+
 // NewClient returns a ClientConn for target ("host:port" or
 // "passthrough:///host:port"). It connects lazily.
 func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	cc := &ClientConn{target: target}
 	cc.opts.backoff = defaultBackoff
+	cc.opts.maxFrameSize = defaultClientMaxFrameSize
 	for _, o := range opts {
 		o.applyDial(&cc.opts)
 	}

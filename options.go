@@ -223,7 +223,8 @@ func WithInitialConnWindowSize(n int32) DialOption {
 
 // WithMaxFrameSize sets the SETTINGS_MAX_FRAME_SIZE the client announces:
 // the largest frame payload the server may send it, clamped to
-// [16 KiB, 16 MiB-1] (default 16 KiB, the RFC 9113 default, as grpc-go).
+// [16 KiB, 16 MiB-1] (default 256 KiB; grpc-go announces the RFC 9113
+// default of 16 KiB).
 func WithMaxFrameSize(n uint32) DialOption {
 	return dialOptionFunc(func(o *dialOptions) { o.maxFrameSize = n })
 }
