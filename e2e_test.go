@@ -14,6 +14,7 @@ import (
 
 	"github.com/leangrpc/leangrpc"
 	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/sockio"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -137,6 +138,7 @@ func setup(t *testing.T, p pair, ss serverSettings, cs clientSettings) *env {
 // forPairs runs f once per pair, checking that goroutines return to their
 // baseline afterwards.
 func forPairs(t *testing.T, f func(t *testing.T, p pair)) {
+	sockio.StartIdlePoller() // process-wide, started before the baseline
 	for _, p := range pairs {
 		t.Run(p.name, func(t *testing.T) {
 			base := runtime.NumGoroutine()

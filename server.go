@@ -183,16 +183,18 @@ func (s *Server) Serve(lis net.Listener) error {
 	}
 }
 
-// serveConn runs the credentials handshake and the HTTP/2 connection on the
-// accept loop's goroutine for nc.
+// serveConn runs the credentials handshake and starts the HTTP/2
+// connection on the accept loop's goroutine for nc; the goroutine returns
+// once the connection is idle, and the connection's end is handled by the
+// engine's onEnd.
 func (s *Server) serveConn(nc net.Conn) {
-	defer s.connWG.Done()
 	var auth credentials.AuthInfo
 	if s.opts.creds != nil {
 		nc.SetDeadline(time.Now().Add(s.opts.connTimeout))
 		c, a, err := s.opts.creds.ServerHandshake(nc)
 		if err != nil {
 			nc.Close()
+			s.connWG.Done()
 			return
 		}
 		c.SetDeadline(time.Time{})
@@ -203,22 +205,25 @@ func (s *Server) serveConn(nc net.Conn) {
 	// Every call's context derives from the connection's, which ends with
 	// the connection whatever the engine reports per stream.
 	ctx, cancel := context.WithCancel(peer.NewContext(context.Background(), sc.peer))
-	defer cancel()
 	sc.ctx = ctx
 	conn := h2conn.NewServerConn(nc, s.h2cfg, sc)
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
 		conn.Close()
+		cancel()
+		s.connWG.Done()
 		return
 	}
 	s.conns[conn] = struct{}{}
 	s.mu.Unlock()
-	conn.Serve()
-	cancel()
-	s.mu.Lock()
-	delete(s.conns, conn)
-	s.mu.Unlock()
+	conn.ServeAsync(func() {
+		cancel()
+		s.mu.Lock()
+		delete(s.conns, conn)
+		s.mu.Unlock()
+		s.connWG.Done()
+	})
 }
 
 // Stop closes every listener and connection at once; RPCs in flight see

@@ -3,7 +3,11 @@
 // layer builds on Conn and Stream, and a trivial Handler is enough for h2spec.
 //
 // Goroutines: a connection has one reading goroutine (the server's Serve
-// caller, or one started by NewClientConn). There is no resident writer:
+// caller, or one started by NewClientConn). With ServeAsync and on the
+// client, over a socket that supports idle waits (sockio's OnReadable, on
+// Linux), that goroutine returns after 200 ms without a frame and a new
+// one starts when bytes arrive, so an idle connection has none. There is
+// no resident writer:
 // whoever queues frames flushes them when no flush is in progress, and the
 // reader, which never blocks on a socket write, starts a short-lived writer
 // goroutine when it queued control frames and nobody is writing.
@@ -134,6 +138,14 @@ func NewServerConn(nc net.Conn, cfg Config, h Handler) *Conn {
 // graceful end (GOAWAY exchanged, or Close), else the error that ended the
 // connection (an *Error).
 func (c *Conn) Serve() error { return c.serve() }
+
+// ServeAsync is Serve that may return before the connection ends: it
+// returns when the connection goes idle, its reader then waiting for bytes
+// without a goroutine (when the socket supports it; otherwise it returns
+// when the connection ends). onEnd runs once the connection has ended and
+// its reader stopped, on the goroutine that ended it (Done is closed by
+// then).
+func (c *Conn) ServeAsync(onEnd func()) { c.serveAsync(onEnd) }
 
 // NewClientConn writes the client preface and SETTINGS on nc and starts the
 // connection's reading goroutine. It does not wait for the server's

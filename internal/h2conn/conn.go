@@ -19,7 +19,13 @@ import (
 // the run loop"; whoever holds the write role (writing == true) owns fw;
 // everything else is guarded by mu.
 type Conn struct {
-	nc      net.Conn
+	nc net.Conn
+	// onEnd runs after finish when the connection was started with
+	// ServeAsync; resume is runReader bound once, handed to OnReadable each
+	// time the reader leaves an idle connection. Set before the reader
+	// starts.
+	onEnd   func()
+	resume  func()
 	role    Role
 	cfg     Config
 	pool    *bufpool.Pool
@@ -216,10 +222,47 @@ func (c *Conn) startClient() error {
 	return nil
 }
 
+// runReader runs the read loop on a reader goroutine (the client's, or a
+// server's resumed by OnReadable) until the connection ends or goes idle.
 func (c *Conn) runReader() {
-	err := c.readLoop()
+	err, parked := c.readLoop(true)
+	if parked {
+		return
+	}
+	c.end(err)
+}
+
+// end ends the connection from the reader goroutine.
+func (c *Conn) end(err *Error) {
 	c.fail(err)
 	c.finish()
+	if c.onEnd != nil {
+		c.onEnd()
+	}
+}
+
+// serveAsync is serve that returns as soon as the connection goes idle
+// (its reader then waits through OnReadable, without a goroutine), or
+// when it ends; onEnd runs once the connection has ended, on whichever
+// goroutine ends it.
+func (c *Conn) serveAsync(onEnd func()) {
+	c.onEnd = onEnd
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		c.finish()
+		onEnd()
+		return
+	}
+	c.queueInitialSettingsLocked()
+	c.startTimersLocked()
+	c.kickLocked()
+	c.mu.Unlock()
+	if perr := c.fr.ReadPreface(); perr != nil {
+		c.end(c.readError(perr))
+		return
+	}
+	c.runReader()
 }
 
 func (c *Conn) serve() error {
@@ -237,7 +280,7 @@ func (c *Conn) serve() error {
 	if perr := c.fr.ReadPreface(); perr != nil {
 		err = c.readError(perr)
 	} else {
-		err = c.readLoop()
+		err, _ = c.readLoop(false)
 	}
 	c.fail(err)
 	c.finish()
@@ -290,24 +333,56 @@ func (c *Conn) readError(err error) *Error {
 	return &Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorPeer, Reason: reason, Cause: err}
 }
 
-// readLoop reads and dispatches frames until the connection ends.
-func (c *Conn) readLoop() *Error {
+// idleReadWait is how long the reader waits for a frame before it hands
+// the wait to the socket's OnReadable and lets its goroutine go. Long enough
+// that a busy connection never parks between messages.
+const idleReadWait = 200 * time.Millisecond
+
+// readableNotifier is implemented by sockio.Conn on platforms with an idle
+// poller.
+type readableNotifier interface{ OnReadable(fn func()) error }
+
+// readLoop reads and dispatches frames until the connection ends, and
+// returns its error. With idle set and a socket that supports it, it also
+// returns (nil, true) when no frame came for idleReadWait after arming
+// OnReadable to run runReader again: the caller's goroutine must then
+// return without touching the read side.
+func (c *Conn) readLoop(idle bool) (*Error, bool) {
+	var rn readableNotifier
+	if idle && c.fr.CanIdleWait() {
+		if rn, _ = c.nc.(readableNotifier); rn != nil {
+			if c.resume == nil {
+				c.resume = c.runReader
+			}
+			c.fr.SetIdleWait(idleReadWait)
+		}
+	}
 	for {
 		f, err := c.fr.ReadFrame()
+		if err == h2frame.ErrWouldBlock && rn != nil {
+			if rn.OnReadable(c.resume) == nil {
+				return nil, true
+			}
+			// No idle wait possible (closed, or the poller failed): wait
+			// here for good.
+			c.fr.SetIdleWait(0)
+			rn = nil
+			continue
+		}
 		if err != nil {
 			var se h2frame.StreamError
 			if !errors.As(err, &se) {
-				return c.readError(err)
+				return c.readError(err), false
 			}
 			if cerr := c.onStreamError(se); cerr != nil {
-				return cerr
+				return cerr, false
 			}
 		} else {
 			if c.keepaliveOn {
 				c.lastRead.Store(timeNow().UnixNano())
 			}
 			if cerr := c.dispatch(f); cerr != nil {
-				return cerr
+				return cerr, false
 			}
 		}
 		if c.fr.Buffered() < h2frame.HeaderLen {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/sockio"
 )
 
 // rawPeer is a client speaking raw frames to a server engine over net.Pipe.
@@ -356,24 +357,128 @@ func TestApplySettings(t *testing.T) {
 	}
 }
 
-// An idle connection costs one goroutine per side (the reader) and holds
-// no writer goroutine.
+// An idle connection costs no goroutine on the client (its reader leaves
+// for OnReadable) and holds no writer goroutine; the server's synchronous
+// Serve keeps its caller's.
 func TestIdleGoroutines(t *testing.T) {
+	if err := sockio.StartIdlePoller(); err != nil {
+		t.Skip("no idle poller:", err)
+	}
 	g := runtime.NumGoroutine()
 	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, true)
 	roundTrip(t, p.client, p.pool, []byte("x"))
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		// client reader + Serve goroutine (the test's) = 2.
-		if n := runtime.NumGoroutine() - g; n <= 2 {
-			break
-		}
+	waitGoroutines(t, g+1) // the Serve goroutine (the test's)
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// waitGoroutines waits until at most n goroutines run.
+func waitGoroutines(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for runtime.NumGoroutine() > n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines for one idle connection pair, want 2", runtime.NumGoroutine()-g)
+			buf := make([]byte, 1<<16)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("%d goroutines, want at most %d\n%s", runtime.NumGoroutine(), n, buf)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	p.close(t)
+}
+
+// newAsyncPair is newPair over TCP with the server started by ServeAsync;
+// ended is closed by its onEnd.
+func newAsyncPair(t *testing.T, ccfg, scfg Config) (p *pair, ended chan struct{}) {
+	t.Helper()
+	pool := bufpool.New(nil)
+	ccfg.Pool, scfg.Pool = pool, pool
+	ccfg.PooledReads, scfg.PooledReads = true, true
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ch := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		ch <- c
+	}()
+	cn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn := <-ch
+	p = &pair{pool: pool}
+	p.server = NewServerConn(sn, scfg, echoHandler(t, pool))
+	ended = make(chan struct{})
+	go p.server.ServeAsync(func() { close(ended) })
+	p.client, err = NewClientConn(cn, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, ended
+}
+
+// With ServeAsync an idle connection pair runs no goroutine and holds no
+// pooled buffer; it wakes up for the next request, and Close of an idle
+// connection ends both sides and runs onEnd.
+func TestIdleAsyncNoGoroutine(t *testing.T) {
+	if err := sockio.StartIdlePoller(); err != nil {
+		t.Skip("no idle poller:", err)
+	}
+	g := runtime.NumGoroutine()
+	p, ended := newAsyncPair(t, Config{}, Config{})
+	roundTrip(t, p.client, p.pool, []byte("x"))
+	waitGoroutines(t, g)
+	if out := p.pool.Outstanding(); out != 0 {
+		t.Fatalf("%d pooled buffers out on an idle pair, want 0", out)
+	}
+	for i := range 3 {
+		if got := roundTrip(t, p.client, p.pool, []byte("again")); string(got) != "again" {
+			t.Fatalf("round trip %d after idle: %q", i, got)
+		}
+		waitGoroutines(t, g)
+	}
+	select {
+	case <-ended:
+		t.Fatal("onEnd ran before the connection ended")
+	default:
+	}
+	p.server.Close()
+	select {
+	case <-ended:
+	case <-time.After(3 * time.Second):
+		t.Fatal("onEnd did not run after Close of an idle server conn")
+	}
+	select {
+	case <-p.client.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("idle client did not see the server's close")
+	}
+	p.client.Close()
+	checkLeaks(t, p.pool, g)
+}
+
+// Close of an idle client ends its parked reader and the server.
+func TestIdleClientClose(t *testing.T) {
+	if err := sockio.StartIdlePoller(); err != nil {
+		t.Skip("no idle poller:", err)
+	}
+	g := runtime.NumGoroutine()
+	p, ended := newAsyncPair(t, Config{}, Config{})
+	roundTrip(t, p.client, p.pool, []byte("x"))
+	waitGoroutines(t, g)
+	p.client.Close()
+	select {
+	case <-p.client.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("Close of an idle client: Done not closed")
+	}
+	select {
+	case <-ended:
+	case <-time.After(3 * time.Second):
+		t.Fatal("server onEnd did not run after the client closed")
+	}
 	checkLeaks(t, p.pool, g)
 }
 
