@@ -104,6 +104,7 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 		s.pool = bufpool.Default()
 	}
 	s.parser.MaxRecv = cfg.MaxRecv
+	s.parser.Pool = s.pool
 	if ctx.Done() != nil {
 		s.stop = context.AfterFunc(ctx, func() { st.Reset(h2frame.ErrCodeCancel) })
 	}

@@ -32,10 +32,11 @@ func PutPrefix(p []byte, compressed bool, n uint32) {
 
 // Message is one received message.
 type Message struct {
-	// Data is the payload: one mem.Buffer when the message lay in one DATA
-	// frame (a view of the pooled buffer it landed in), several when it
-	// spanned frames. The receiver owns the message and must Free it; the
-	// slice holding a single buffer belongs to the Parser and is valid
+	// Data is the payload, always one mem.Buffer: a view of the pooled
+	// buffer the message landed in when it lay in one DATA frame, else one
+	// pooled buffer the Parser gathered its frames into, so a codec never
+	// has to gather it again. The receiver owns the message and must Free
+	// it; the slice holding the buffer belongs to the Parser and is valid
 	// until the next Next.
 	Data       mem.BufferSlice
 	Compressed bool
@@ -77,14 +78,23 @@ func (c chunk) free() {
 	}
 }
 
-// Parser splits the DATA payloads of one stream into messages. It keeps no
-// copy: each message is a set of views of the buffers it arrived in (small
-// pieces of a message that spans frames excepted). A Parser is used by one
-// goroutine at a time.
+// Parser splits the DATA payloads of one stream into messages. A message
+// that lies in one payload is a view of the buffer it arrived in (no copy).
+// A message that spans payloads is gathered into one pooled buffer of its
+// announced length as its payloads arrive, each payload freed as soon as
+// its bytes are copied: one copy, where handing the codec a list of views
+// costs a list allocation, a view per payload and the codec's own gathering
+// copy. A Parser is used by one goroutine at a time.
 type Parser struct {
 	// MaxRecv bounds a message's length; 0 means DefaultMaxRecvMsgSize.
 	// The prefix is checked before any of the message is buffered.
 	MaxRecv int
+	// Pool supplies the buffers that messages spanning payloads are
+	// gathered into; nil means bufpool.Default().
+	Pool *bufpool.Pool
+
+	asm  *bufpool.Buffer // owned by the Parser: the spanning message being gathered (length bytes), nil when none
+	asmN int             // bytes of asm filled so far; counted in avail
 
 	q     []chunk       // owned by the Parser, one reference each: pending payloads, q[0] read from off
 	qbuf  [4]chunk      // backs q while it is short
@@ -118,11 +128,39 @@ func (p *Parser) Push(b *bufpool.Buffer) {
 		b.Free()
 		return
 	}
+	var skip int
+	if p.asm != nil {
+		skip = p.fill(b.Bytes())
+		if skip == b.Len() {
+			b.Free()
+			return
+		}
+		// The rest begins the next message: queued, read from skip.
+	}
 	if mem.IsBelowBufferPoolingThreshold(b.Len()) {
-		p.push(chunk{b: b})
+		p.pushFrom(chunk{b: b}, skip)
 		return
 	}
-	p.push(chunk{m: b.Mem()})
+	p.pushFrom(chunk{m: b.Mem()}, skip)
+}
+
+// fill copies what the message being gathered still lacks from the head of
+// src into asm and returns how many bytes it took.
+func (p *Parser) fill(src []byte) int {
+	n := copy(p.asm.Bytes()[p.asmN:], src)
+	p.asmN += n
+	p.avail += n
+	return n
+}
+
+// pushFrom queues c with its first skip bytes already consumed (skip > 0
+// only while the queue is empty, after fill took them).
+func (p *Parser) pushFrom(c chunk, skip int) {
+	p.push(c)
+	if skip > 0 {
+		p.off = skip
+		p.avail -= skip
+	}
 }
 
 // PushMem appends one payload already in mem form. It takes ownership of m.
@@ -131,7 +169,15 @@ func (p *Parser) PushMem(m mem.Buffer) {
 		m.Free()
 		return
 	}
-	p.push(chunk{m: m})
+	var skip int
+	if p.asm != nil {
+		skip = p.fill(m.ReadOnlyData())
+		if skip == m.Len() {
+			m.Free()
+			return
+		}
+	}
+	p.pushFrom(chunk{m: m}, skip)
 }
 
 func (p *Parser) push(c chunk) {
@@ -189,12 +235,49 @@ func (p *Parser) Next() (msg Message, ok bool, err error) {
 		}
 	}
 	if p.avail < p.length {
+		if p.asm == nil && p.avail > 0 {
+			// The message has begun and spans payloads: gather it from
+			// here on (when nothing of it has arrived yet it may still
+			// come in one payload, viewed without a copy).
+			p.gather()
+		}
 		return Message{}, false, nil
 	}
 	msg.Compressed = p.flag == 1
-	p.take(&msg, p.length)
+	if p.asm != nil {
+		p.avail -= p.length
+		p.deliver(&msg, p.asm)
+		p.asm, p.asmN = nil, 0
+	} else {
+		p.take(&msg, p.length)
+	}
 	p.havePrefix = false
 	return msg, true, nil
+}
+
+// gather starts gathering the current message into one pooled buffer,
+// moving every queued byte (all of them belong to it) there.
+func (p *Parser) gather() {
+	pool := p.Pool
+	if pool == nil {
+		pool = bufpool.Default()
+	}
+	p.asm = pool.Get(p.length)
+	n := p.avail
+	p.read(p.asm.Bytes()[:n])
+	p.asmN = n
+	p.avail = n
+}
+
+// deliver sets msg.Data to the whole of b. It takes ownership of b.
+func (p *Parser) deliver(msg *Message, b *bufpool.Buffer) {
+	if mem.IsBelowBufferPoolingThreshold(b.Len()) {
+		msg.release = b // the message's reference, dropped by Message.Free
+		p.one[0] = mem.SliceBuffer(b.Bytes())
+	} else {
+		p.one[0] = b.Mem()
+	}
+	msg.Data = p.one[:]
 }
 
 // read copies len(dst) bytes out of the queue; avail must cover them.
@@ -239,21 +322,14 @@ func (p *Parser) take(msg *Message, n int) {
 		p.consume(n)
 		return
 	}
-	var out mem.BufferSlice
-	for n > 0 {
-		head := p.q[0]
-		k := min(len(head.bytes())-p.off, n)
-		if head.b != nil {
-			// A small piece of a message that spans frames: copied, as
-			// mem cannot give a small buffer back to the pool.
-			out = append(out, mem.SliceBuffer(append([]byte(nil), head.b.Bytes()[p.off:p.off+k]...)))
-		} else {
-			out = append(out, head.m.Slice(p.off, p.off+k))
-		}
-		p.consume(k)
-		n -= k
+	// Spanning queued payloads: gathered into one buffer.
+	pool := p.Pool
+	if pool == nil {
+		pool = bufpool.Default()
 	}
-	msg.Data = out
+	b := pool.Get(n)
+	p.read(b.Bytes())
+	p.deliver(msg, b)
 }
 
 // Close frees every held buffer.
@@ -264,6 +340,10 @@ func (p *Parser) Close() {
 	}
 	p.q = nil
 	p.one[0] = nil
+	if p.asm != nil {
+		p.asm.Free()
+		p.asm, p.asmN = nil, 0
+	}
 	p.off, p.avail, p.havePrefix = 0, 0, false
 }
 

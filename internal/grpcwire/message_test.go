@@ -206,3 +206,113 @@ func TestParserSmallMessageViewsItsBuffer(t *testing.T) {
 		t.Errorf("outstanding %d after Free", pool.Outstanding())
 	}
 }
+
+// TestParserGathersSpanningMessages pushes a stream payload by payload,
+// asking for messages after each push as the streams do, and checks that
+// every message comes out whole in one buffer, whatever the split, with
+// nothing left outstanding.
+func TestParserGathersSpanningMessages(t *testing.T) {
+	pool := bufpool.New(nil)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 4100) // 65600 bytes
+	mid := bytes.Repeat([]byte("xy"), 300)                // 600 bytes: below mem's pooling threshold
+	msgs := [][]byte{big, mid, nil, big, []byte("z"), mid}
+	var stream []byte
+	for _, m := range msgs {
+		stream = append(stream, frame(false, m)...)
+	}
+	for _, size := range []int{1, 3, 7, 100, 599, 4096, 16384, 16384 + 3, 70000} {
+		p := Parser{Pool: pool}
+		var got [][]byte
+		for rest := stream; len(rest) > 0; {
+			n := min(size, len(rest))
+			p.Push(pool.Copy(rest[:n]))
+			rest = rest[n:]
+			for {
+				m, ok, err := p.Next()
+				if err != nil {
+					t.Fatalf("size %d: %v", size, err)
+				}
+				if !ok {
+					break
+				}
+				if len(m.Data) > 1 {
+					t.Errorf("size %d: message %d in %d buffers", size, len(got), len(m.Data))
+				}
+				got = append(got, m.Data.Materialize())
+				m.Free()
+			}
+		}
+		if len(got) != len(msgs) {
+			t.Fatalf("size %d: got %d messages, want %d", size, len(got), len(msgs))
+		}
+		for i := range msgs {
+			if !bytes.Equal(got[i], msgs[i]) {
+				t.Errorf("size %d: message %d differs (%d vs %d bytes)", size, i, len(got[i]), len(msgs[i]))
+			}
+		}
+		if p.InProgress() || p.Buffered() != 0 {
+			t.Errorf("size %d: leftover %d", size, p.Buffered())
+		}
+		p.Close()
+		if n := pool.Outstanding(); n != 0 {
+			t.Errorf("size %d: %d buffers outstanding", size, n)
+		}
+	}
+}
+
+// TestParserCloseMidGather frees a half-gathered message.
+func TestParserCloseMidGather(t *testing.T) {
+	pool := bufpool.New(nil)
+	data := frame(false, bytes.Repeat([]byte("a"), 50000))
+	p := Parser{Pool: pool}
+	p.Push(pool.Copy(data[:20000]))
+	if _, ok, err := p.Next(); ok || err != nil {
+		t.Fatalf("Next = %v, %v", ok, err)
+	}
+	p.Push(pool.Copy(data[20000:40000]))
+	if _, ok, err := p.Next(); ok || err != nil {
+		t.Fatalf("Next = %v, %v", ok, err)
+	}
+	if need := p.Need(); need != len(data)-40000 {
+		t.Errorf("Need = %d, want %d", need, len(data)-40000)
+	}
+	if !p.InProgress() {
+		t.Error("not in progress mid-message")
+	}
+	p.Close()
+	if n := pool.Outstanding(); n != 0 {
+		t.Errorf("%d buffers outstanding", n)
+	}
+}
+
+// TestParserGatherAllocs: a 1 MiB message arriving as 64 frames costs a
+// bounded number of allocations (no view or list per frame).
+func TestParserGatherAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	pool := bufpool.New(nil)
+	data := frame(false, bytes.Repeat([]byte("b"), 1<<20))
+	var p Parser
+	p.Pool = pool
+	allocs := testing.AllocsPerRun(20, func() {
+		for rest := data; len(rest) > 0; {
+			n := min(16384, len(rest))
+			b := pool.Get(n)
+			copy(b.Bytes(), rest[:n])
+			p.Push(b)
+			rest = rest[n:]
+			m, ok, err := p.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				m.Free()
+			}
+		}
+	})
+	if allocs > 4 {
+		t.Errorf("%.1f allocations per 1 MiB message, want at most 4", allocs)
+	}
+	p.Close()
+}

@@ -74,6 +74,7 @@ func (s *ServerStream) Init(parent context.Context, st *h2conn.Stream, req Reque
 		s.pool = bufpool.Default()
 	}
 	s.parser.MaxRecv = cfg.MaxRecv
+	s.parser.Pool = s.pool
 	s.Codec, _ = CodecFor(req.ContentSubtype)
 	if req.HasTimeout {
 		s.ctx, s.cancel = context.WithTimeout(parent, req.Timeout)
