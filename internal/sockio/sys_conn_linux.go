@@ -254,6 +254,16 @@ func (c *Conn) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) 
 // runtime parks the goroutine in the poller holding nothing and calls again
 // once the socket is readable. syscall.Read rather than x/sys/unix.Read:
 // its race-detector annotations pair with the ones net's writes make.
+//
+// After a short read the socket is most likely empty, and this first read
+// will mostly find EAGAIN (one read syscall in two on a lone unary call).
+// Parking first instead (returning false before reading) is not safe:
+// RawConn.Read resets the descriptor's read readiness before its first
+// callback, and the poller is edge-triggered, so bytes that arrived between
+// the short read and this call would have left their only readiness edge in
+// the flag the reset clears, and the goroutine would sleep until the peer
+// sends more, possibly never (a unary call waiting for its one response).
+// The non-blocking read after the reset is what makes the wait safe.
 func (c *Conn) readOnce(fd uintptr) bool {
 	b := c.rpool.Get(c.rsize)
 	for {
