@@ -54,9 +54,9 @@ type Conn struct {
 	writing         bool // someone holds the write role
 	closing         bool // the connection is ending; no new work
 	closeErr        *Error
-	streams         map[uint32]*Stream
-	nextID          uint32 // next stream id we would open (client)
-	maxPeerID       uint32 // highest stream id the peer opened
+	streams         map[uint32]*Stream // nil until the first stream and again once idle
+	nextID          uint32             // next stream id we would open (client)
+	maxPeerID       uint32             // highest stream id the peer opened
 	recentClosed    [recentClosedIDs]uint32
 	recentNext      int
 	numLocal        int // open streams we initiated
@@ -160,8 +160,6 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 		handler:   h,
 		done:      make(chan struct{}),
 		goingAway: make(chan struct{}),
-		streams:   make(map[uint32]*Stream),
-		ctrl:      make([]ctrlFrame, 0, 8),
 	}
 	c.idleCond.L = &c.mu
 	c.fr = h2frame.NewReader(wc, h2frame.ReaderConfig{
@@ -342,6 +340,21 @@ const idleReadWait = 200 * time.Millisecond
 // poller.
 type readableNotifier interface{ OnReadable(fn func()) error }
 
+// trimIdleLocked drops the memory a busy connection keeps for reuse: the
+// reader calls it before it leaves an idle connection to OnReadable.
+func (c *Conn) trimIdleLocked() {
+	if c.numLocal+c.numPeer == 0 {
+		clear(c.freeStreams)
+		c.freeStreams = nil
+		if len(c.streams) == 0 {
+			c.streams = nil
+		}
+	}
+	if len(c.ctrl) == 0 && !c.writing {
+		c.ctrl = nil
+	}
+}
+
 // readLoop reads and dispatches frames until the connection ends, and
 // returns its error. With idle set and a socket that supports it, it also
 // returns (nil, true) when no frame came for idleReadWait after arming
@@ -360,6 +373,9 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 	for {
 		f, err := c.fr.ReadFrame()
 		if err == h2frame.ErrWouldBlock && rn != nil {
+			c.mu.Lock()
+			c.trimIdleLocked()
+			c.mu.Unlock()
 			if rn.OnReadable(c.resume) == nil {
 				return nil, true
 			}

@@ -433,6 +433,14 @@ func TestIdleAsyncNoGoroutine(t *testing.T) {
 	if out := p.pool.Outstanding(); out != 0 {
 		t.Fatalf("%d pooled buffers out on an idle pair, want 0", out)
 	}
+	for _, c := range []*Conn{p.client, p.server} {
+		c.mu.Lock()
+		nf, sm, cc, st := len(c.freeStreams), c.streams, cap(c.ctrl), c.timers.settings
+		c.mu.Unlock()
+		if nf != 0 || sm != nil || cc != 0 || st != nil {
+			t.Errorf("%v idle: %d free streams, streams map %v, ctrl cap %d, settings timer %v; want all dropped", c.role, nf, sm, cc, st)
+		}
+	}
 	for i := range 3 {
 		if got := roundTrip(t, p.client, p.pool, []byte("again")); string(got) != "again" {
 			t.Fatalf("round trip %d after idle: %q", i, got)

@@ -47,6 +47,7 @@ func (c *Conn) onSettings(f *h2frame.SettingsFrame) *Error {
 			c.settingsAcked = true
 			if c.timers.settings != nil {
 				c.timers.settings.Stop()
+				c.timers.settings = nil // its memory goes with it
 			}
 			if c.streamWindow < h2frame.DefaultInitialWindow {
 				// Our smaller INITIAL_WINDOW_SIZE is now in force for the

@@ -80,6 +80,8 @@ type Stream struct {
 const (
 	maxFreeStreams  = 128
 	idleFreeStreams = 8
+	// maxKeptFields bounds the field slices a reused stream keeps.
+	maxKeptFields = 16
 )
 
 // newStreamLocked takes a released stream object, or a new one, and
@@ -104,6 +106,9 @@ func (c *Conn) newStreamLocked(id uint32, local bool) *Stream {
 	}
 	s.in.init(w)
 	s.contentLength = -1
+	if c.streams == nil {
+		c.streams = make(map[uint32]*Stream)
+	}
 	c.streams[id] = s
 	if local {
 		c.numLocal++
@@ -601,6 +606,13 @@ func (s *Stream) release() {
 		hdrs, trls, q := s.hdrs[:0], s.trls[:0], s.recvQ.q[:0]
 		if s.trailersOnly {
 			trls = nil // it aliased hdrs
+		}
+		// Field slices of an unusually large header block are not kept.
+		if cap(hdrs) > maxKeptFields {
+			hdrs = nil
+		}
+		if cap(trls) > maxKeptFields {
+			trls = nil
 		}
 		recvCh, sendCh := s.recvCh, s.sendCh
 		select {
