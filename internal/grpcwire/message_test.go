@@ -223,9 +223,13 @@ func TestParserGathersSpanningMessages(t *testing.T) {
 	for _, size := range []int{1, 3, 7, 100, 599, 4096, 16384, 16384 + 3, 70000} {
 		p := Parser{Pool: pool}
 		var got [][]byte
-		for rest := stream; len(rest) > 0; {
+		for i, rest := 0, stream; len(rest) > 0; i++ {
 			n := min(size, len(rest))
-			p.Push(pool.Copy(rest[:n]))
+			if i%3 == 2 {
+				p.PushMem(pool.Copy(rest[:n]).Mem())
+			} else {
+				p.Push(pool.Copy(rest[:n]))
+			}
 			rest = rest[n:]
 			for {
 				m, ok, err := p.Next()
