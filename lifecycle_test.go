@@ -173,3 +173,34 @@ func TestClientCloseCancelsCalls(t *testing.T) {
 		t.Errorf("call after Close: %v, want Canceled", err)
 	}
 }
+
+// TestStopEndsHandlerContexts checks that Stop cancels the context of a
+// handler in flight (the engine's reset hook, as the connection context
+// is not canceled itself).
+func TestStopEndsHandlerContexts(t *testing.T) {
+	started, ended := make(chan struct{}, 1), make(chan error, 1)
+	hold := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		started <- struct{}{}
+		select {
+		case <-ctx.Done():
+			ended <- ctx.Err()
+		case <-time.After(5 * time.Second):
+			ended <- nil
+		}
+		return nil, ctx.Err()
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := leangrpc.NewServer(leangrpc.UnaryInterceptor(hold))
+	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
+	go s.Serve(lis)
+	c := leanClient(t, lis.Addr().String())
+	go c.EmptyCall(ctxT(t), &testpb.Empty{})
+	<-started
+	s.Stop()
+	if err := <-ended; err != context.Canceled {
+		t.Fatalf("handler context after Stop: %v, want context.Canceled", err)
+	}
+}

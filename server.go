@@ -202,23 +202,23 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	sc := &serverConn{srv: s}
 	sc.peer = &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
-	// Every call's context derives from the connection's, which ends with
-	// the connection whatever the engine reports per stream.
-	ctx, cancel := context.WithCancel(peer.NewContext(context.Background(), sc.peer))
-	sc.ctx = ctx
+	// Every call's context derives from this one, which carries the peer
+	// and is never canceled itself: the engine ends each stream's context
+	// through its reset hook when the connection ends, however it ends, so
+	// an idle connection keeps no cancel context, Done channel or
+	// children map.
+	sc.ctx = peer.NewContext(context.Background(), sc.peer)
 	conn := h2conn.NewServerConn(nc, s.h2cfg, sc)
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
 		conn.Close()
-		cancel()
 		s.connWG.Done()
 		return
 	}
 	s.conns[conn] = struct{}{}
 	s.mu.Unlock()
 	conn.ServeAsync(func() {
-		cancel()
 		s.mu.Lock()
 		delete(s.conns, conn)
 		s.mu.Unlock()

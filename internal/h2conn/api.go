@@ -321,7 +321,7 @@ func (s *Stream) Err() error { return s.errNow() }
 // SetResetHook registers f to be called once, without holding engine
 // locks, when the stream ends abnormally by the peer's RST_STREAM, a
 // local engine error or the connection's end (not by the local user's
-// Reset). It runs on the reader or the closing goroutine and must not
+// Reset; on a server also by the local Close of the connection). It runs on the reader or the closing goroutine and must not
 // block. Register it before the stream can end (on a server, inside
 // HandleStream); a hook set after the stream already ended runs at once.
 func (s *Stream) SetResetHook(f func(err error)) { s.setResetHook(f) }

@@ -791,7 +791,14 @@ func (c *Conn) failAllStreamsLocked(err *Error) []hookCall {
 		if serr.Cause == nil {
 			serr.Cause = net.ErrClosed
 		}
-		if h := c.failStreamLocked(s, serr); h != nil {
+		h := c.failStreamLocked(s, serr)
+		if h == nil && c.role == RoleServer && s.resetHook != nil && !s.hookDone {
+			// A server's handlers hear of every end of the connection,
+			// also a local Close (Server.Stop cancels their contexts).
+			s.hookDone = true
+			h = s.resetHook
+		}
+		if h != nil {
 			hooks = append(hooks, hookCall{h, serr})
 		}
 	}

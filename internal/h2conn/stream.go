@@ -560,7 +560,7 @@ func (s *Stream) errNow() error {
 func (s *Stream) setResetHook(f func(error)) {
 	c := s.conn
 	c.mu.Lock()
-	if s.err != nil && s.err.Initiator != InitiatorUser && !s.hookDone && s.state == stateClosed {
+	if s.err != nil && (s.err.Initiator != InitiatorUser || c.role == RoleServer && c.closing) && !s.hookDone && s.state == stateClosed {
 		s.hookDone = true
 		err := s.err
 		c.mu.Unlock()
