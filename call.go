@@ -240,7 +240,7 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 // closingErr turns the failure of a call cut short by Close into
 // Canceled, as grpc-go reports it.
 func (cc *ClientConn) closingErr(err error) error {
-	if err != nil && err != io.EOF && cc.ctx.Err() != nil && status.Code(err) == codes.Unavailable {
+	if err != nil && err != io.EOF && cc.isClosed.Load() && status.Code(err) == codes.Unavailable {
 		return errConnClosing
 	}
 	return err

@@ -100,8 +100,12 @@ type ClientConn struct {
 	h2cfg     h2conn.Config
 	userAgent string
 
-	ctx    context.Context // canceled by Close
-	cancel context.CancelFunc
+	// isClosed is closed, readable without mu. The ClientConn keeps no
+	// cancel context of its own: the dial in progress gets one (dialCancel)
+	// and a wait for the next attempt watches closeCh, made on demand, so
+	// that an idle ClientConn holds neither a Done channel nor a children
+	// map.
+	isClosed atomic.Bool
 
 	// ready is the current connection, readable without mu; it is set
 	// and cleared together with conn under mu.
@@ -116,6 +120,10 @@ type ClientConn struct {
 	retries int
 	closed  bool
 	old     []*h2conn.Conn // going-away connections still draining
+	// dialCancel cancels the dial in progress; closeCh, when not nil, is
+	// closed by Close.
+	dialCancel context.CancelFunc
+	closeCh    chan struct{}
 }
 
 // defaultClientMaxFrameSize is the SETTINGS_MAX_FRAME_SIZE a client
@@ -181,7 +189,6 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		KeepaliveTimeout:             cc.opts.kp.Timeout,
 		KeepalivePermitWithoutStream: cc.opts.kp.PermitWithoutStream,
 	}
-	cc.ctx, cc.cancel = context.WithCancel(context.Background())
 	return cc, nil
 }
 
@@ -230,6 +237,10 @@ func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.C
 		}
 		if wait := time.Until(cc.retryAt); wait > 0 {
 			lastErr := cc.lastErr
+			if waitForReady && cc.closeCh == nil {
+				cc.closeCh = make(chan struct{})
+			}
+			closeCh := cc.closeCh
 			cc.mu.Unlock()
 			if !waitForReady {
 				return nil, nil, status.Errorf(codes.Unavailable, "connection error: %v", lastErr)
@@ -241,7 +252,7 @@ func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.C
 			case <-ctx.Done():
 				t.Stop()
 				return nil, nil, status.FromContextError(ctx.Err()).Err()
-			case <-cc.ctx.Done():
+			case <-closeCh:
 				t.Stop()
 				continue
 			}
@@ -309,8 +320,20 @@ func (cc *ClientConn) setConn(c *h2conn.Conn, p *peer.Peer) {
 }
 
 func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, error) {
-	ctx, cancel := context.WithTimeout(cc.ctx, cc.opts.backoff.minConnectTimeout)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), cc.opts.backoff.minConnectTimeout)
+	cc.mu.Lock()
+	if cc.closed {
+		cancel()
+	} else {
+		cc.dialCancel = cancel
+	}
+	cc.mu.Unlock()
+	defer func() {
+		cc.mu.Lock()
+		cc.dialCancel = nil
+		cc.mu.Unlock()
+		cancel()
+	}()
 	var nc net.Conn
 	var err error
 	if cc.opts.dialer != nil {
@@ -347,11 +370,17 @@ func (cc *ClientConn) Close() error {
 		return nil
 	}
 	cc.closed = true
+	cc.isClosed.Store(true)
+	if cc.dialCancel != nil {
+		cc.dialCancel()
+	}
+	if cc.closeCh != nil {
+		close(cc.closeCh)
+	}
 	conns := append(cc.old, cc.conn)
 	cc.setConn(nil, nil)
 	cc.old = nil
 	cc.mu.Unlock()
-	cc.cancel()
 	for _, c := range conns {
 		if c != nil {
 			c.Close()
