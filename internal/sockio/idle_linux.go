@@ -190,25 +190,35 @@ func (c *Conn) TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, erro
 	return b, err
 }
 
-// ReadReadyWithin is ReadReady that waits at most d for bytes: when none
-// came by then it returns a nil buffer and a nil error, holding nothing, so
-// that the caller can hand the wait to OnReadable. When bytes are there at
-// once it costs what ReadReady costs; a wait uses the conn's read deadline
-// and clears it before returning, so the caller must not use read deadlines
-// of its own.
+// ReadReadyWithin is ReadReady that waits a bounded time for bytes: when
+// none came by then it returns a nil buffer and a nil error, holding
+// nothing, so that the caller can hand the wait to OnReadable. The bound is
+// the conn's read deadline, armed at the first wait to now+d and left armed
+// when bytes come, so a busy connection pays for one timer per d/2 rather
+// than two per wait: a wait therefore gives up after between d/2 and d. It
+// is cleared on a timeout or error and by ReadReady, TryReadReady and Read,
+// so the caller must not use read deadlines of its own.
 func (c *Conn) ReadReadyWithin(pool *bufpool.Pool, size int, d time.Duration) (*bufpool.Buffer, error) {
 	c.rwithin = d
-	b, err := c.ReadReady(pool, size)
-	c.rwithin = 0
-	if c.rset {
-		c.rset = false
-		if derr := c.Conn.SetReadDeadline(time.Time{}); derr != nil && err == nil {
-			if b != nil {
-				b.Free()
+	if c.rdl != 0 {
+		// Re-arm a deadline too close to bound this wait (or, after a
+		// larger d, too far), before the read can trip over it.
+		now := time.Now().UnixNano()
+		if left := c.rdl - now; left < int64(d/2) || left > int64(d) {
+			if err := c.arm(now); err != nil {
+				c.rwithin = 0
+				return nil, opError(c.Conn, "read", err)
 			}
-			return nil, derr
 		}
-		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+	}
+	b, err := c.readReady(pool, size)
+	c.rwithin = 0
+	if err != nil && c.rdl != 0 {
+		timedOut := errors.Is(err, os.ErrDeadlineExceeded)
+		if derr := c.disarm(); derr != nil && timedOut {
+			return nil, opError(c.Conn, "read", derr)
+		}
+		if timedOut {
 			return nil, nil
 		}
 	}

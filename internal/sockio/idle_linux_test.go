@@ -272,3 +272,73 @@ func TestReadReadyWithin(t *testing.T) {
 		t.Fatalf("after Close: %v, %v; want net.ErrClosed", b, err)
 	}
 }
+
+// TestReadReadyWithinLeavesDeadlineArmed checks the deadline ReadReadyWithin
+// keeps across calls: a stale one neither fails nor cuts short a later
+// bounded wait, and reads without a bound (TryReadReady, Read, ReadReady)
+// never see it.
+func TestReadReadyWithinLeavesDeadlineArmed(t *testing.T) {
+	client, server := tcpPair(t)
+	c := Wrap(server, true).(*Conn)
+	defer c.Close()
+	pool := bufpool.New(nil)
+	const d = 40 * time.Millisecond
+
+	waitFor := func(msg string) {
+		t.Helper()
+		go func() {
+			time.Sleep(5 * time.Millisecond)
+			client.Write([]byte(msg))
+		}()
+		b, err := c.ReadReadyWithin(pool, 64, time.Second)
+		if err != nil || b == nil || string(b.Bytes()) != msg {
+			t.Fatalf("waiting for %q: %v, %v", msg, b, err)
+		}
+		b.Free()
+	}
+
+	// A wait under a 1 s bound leaves its deadline armed; a later call
+	// with a short bound re-arms it rather than waiting up to 1 s.
+	waitFor("a")
+	if c.rdl == 0 {
+		t.Fatal("no deadline left armed after a wait that got bytes")
+	}
+	start := time.Now()
+	if b, err := c.ReadReadyWithin(pool, 64, d); b != nil || err != nil {
+		t.Fatalf("idle socket: %v, %v; want nil, nil", b, err)
+	}
+	if el := time.Since(start); el < d/2 || el > 900*time.Millisecond {
+		t.Fatalf("bounded wait of %v gave up after %v", d, el)
+	}
+
+	// A deadline that expired while nobody read: bytes that are there are
+	// returned, not a timeout.
+	waitFor("b")
+	time.Sleep(1100 * time.Millisecond)
+	client.Write([]byte("c"))
+	time.Sleep(10 * time.Millisecond)
+	b, err := c.ReadReadyWithin(pool, 64, time.Second)
+	if err != nil || b == nil || string(b.Bytes()) != "c" {
+		t.Fatalf("after a stale deadline: %v, %v; want %q", b, err, "c")
+	}
+	b.Free()
+
+	// Unbounded reads clear it: TryReadReady on an idle socket is nil,
+	// nil, and Read outlasts the armed deadline.
+	waitFor("d")
+	if b, err := c.TryReadReady(pool, 64); b != nil || err != nil {
+		t.Fatalf("TryReadReady after ReadReadyWithin: %v, %v; want nil, nil", b, err)
+	}
+	waitFor("e")
+	go func() {
+		time.Sleep(1200 * time.Millisecond)
+		client.Write([]byte("f"))
+	}()
+	p := make([]byte, 8)
+	if n, err := c.Read(p); err != nil || string(p[:n]) != "f" {
+		t.Fatalf("Read after ReadReadyWithin: %q, %v", p[:n], err)
+	}
+	if n := pool.Outstanding(); n != 0 {
+		t.Fatalf("outstanding %d", n)
+	}
+}

@@ -2,6 +2,7 @@ package sockio
 
 import (
 	"io"
+	"math"
 	"net"
 	"os"
 	"syscall"
@@ -193,13 +194,14 @@ type Conn struct {
 	// The arguments and results of the ReadReady in progress; owned by the
 	// goroutine inside ReadReady (the caller serialises calls).
 	rpool *bufpool.Pool
-	rsize int
 	rbuf  *bufpool.Buffer // the result, handed to the caller
 	rerr  error
-	// ReadReadyWithin: the longest wait, and whether the callback set the
-	// read deadline for it.
+	// ReadReadyWithin: the longest wait (0 outside it), and the read
+	// deadline it left armed (Unix nanoseconds, 0: none), kept across
+	// calls so that a busy connection does not set and clear a timer per
+	// wait; owned by the reading goroutine.
 	rwithin time.Duration
-	rset    bool
+	rdl     int64
 	rtry    bool // TryReadReady: return on EAGAIN instead of parking
 
 	// The OnReadable registration (idle_linux.go); guarded by idle.mu.
@@ -210,6 +212,7 @@ type Conn struct {
 	// Close, which use it only while closed is false (the descriptor is
 	// open until Close closes the wrapped conn).
 	fd      int32
+	rsize   int32  // ReadReady's read size, with the arguments above
 	onReady func() // the armed callback, or nil
 }
 
@@ -222,13 +225,21 @@ type Conn struct {
 // read deadline, errors.Is(err, net.ErrClosed) after Close). The caller
 // serialises calls to ReadReady; it must not run alongside Read.
 func (c *Conn) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+	if err := c.disarm(); err != nil {
+		return nil, opError(c.Conn, "read", err)
+	}
+	return c.readReady(pool, size)
+}
+
+// readReady is ReadReady without disarm, for ReadReadyWithin.
+func (c *Conn) readReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
 	if pool == nil {
 		pool = bufpool.Default()
 	}
-	if size <= 0 {
+	if size <= 0 || size > math.MaxInt32 {
 		size = defaultReadSize
 	}
-	c.rpool, c.rsize, c.rbuf, c.rerr = pool, size, nil, nil
+	c.rpool, c.rsize, c.rbuf, c.rerr = pool, int32(size), nil, nil
 	err := c.w.rc.Read(c.readFn)
 	b := c.rbuf
 	if err == nil {
@@ -265,7 +276,7 @@ func (c *Conn) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) 
 // sends more, possibly never (a unary call waiting for its one response).
 // The non-blocking read after the reset is what makes the wait safe.
 func (c *Conn) readOnce(fd uintptr) bool {
-	b := c.rpool.Get(c.rsize)
+	b := c.rpool.Get(int(c.rsize))
 	for {
 		n, err := syscall.Read(int(fd), b.Bytes())
 		switch {
@@ -273,11 +284,10 @@ func (c *Conn) readOnce(fd uintptr) bool {
 			continue
 		case err == syscall.EAGAIN:
 			b.Free() // parked readers hold no memory
-			if c.rwithin > 0 && !c.rset {
+			if c.rwithin > 0 && c.rdl == 0 {
 				// ReadReadyWithin: bound the wait, paying for the
 				// deadline only when there is a wait.
-				c.rset = true
-				if err := c.Conn.SetReadDeadline(time.Now().Add(c.rwithin)); err != nil {
+				if err := c.arm(time.Now().UnixNano()); err != nil {
 					c.rerr = err
 					return true
 				}
@@ -296,6 +306,36 @@ func (c *Conn) readOnce(fd uintptr) bool {
 		c.rbuf = b // ownership passes to ReadReady's caller
 		return true
 	}
+}
+
+// Read reads from the wrapped conn, after clearing a read deadline that
+// ReadReadyWithin left armed. The caller must not run it alongside
+// ReadReady.
+func (c *Conn) Read(p []byte) (int, error) {
+	if err := c.disarm(); err != nil {
+		return 0, opError(c.Conn, "read", err)
+	}
+	return c.Conn.Read(p)
+}
+
+// arm sets the read deadline ReadReadyWithin waits under to now+rwithin.
+func (c *Conn) arm(now int64) error {
+	c.rdl = now + int64(c.rwithin)
+	if err := c.Conn.SetReadDeadline(time.Unix(0, c.rdl)); err != nil {
+		c.rdl = 0
+		return err
+	}
+	return nil
+}
+
+// disarm clears the read deadline ReadReadyWithin left armed, if any, so
+// that reads without a bound never see it.
+func (c *Conn) disarm() error {
+	if c.rdl == 0 {
+		return nil
+	}
+	c.rdl = 0
+	return c.Conn.SetReadDeadline(time.Time{})
 }
 
 // NetConn returns the wrapped conn.
