@@ -27,7 +27,7 @@ type Conn struct {
 	onEnd   func()
 	resume  func()
 	role    Role
-	cfg     Config
+	cfg     *Config // normalized, shared by the conns of one configuration; read-only
 	pool    *bufpool.Pool
 	handler Handler
 
@@ -63,6 +63,7 @@ type Conn struct {
 	numPeer         int // open streams the peer initiated
 	outflow         outflow
 	streamWindow    uint32 // our current SETTINGS_INITIAL_WINDOW_SIZE
+	connWindow      uint32 // our current connection receive window (cfg.InitialConnWindow, raised by BDP)
 	ctrl            []ctrlFrame
 	peerControl     int // entries of ctrl queued in reply to the peer
 	ready           readyList
@@ -149,13 +150,40 @@ func (cfg *Config) normalize() {
 	}
 }
 
+// configs interns normalized configurations: the conns of a server (or of
+// a ClientConn) share one copy instead of holding 144 bytes each.
+var configs struct {
+	sync.Mutex
+	m map[Config]*Config
+}
+
+// maxInternedConfigs bounds configs; past it a conn gets its own copy.
+const maxInternedConfigs = 64
+
+// internConfig returns the shared copy of cfg (normalized).
+func internConfig(cfg Config) *Config {
+	configs.Lock()
+	defer configs.Unlock()
+	if p := configs.m[cfg]; p != nil {
+		return p
+	}
+	p := &cfg
+	if len(configs.m) < maxInternedConfigs {
+		if configs.m == nil {
+			configs.m = make(map[Config]*Config)
+		}
+		configs.m[cfg] = p
+	}
+	return p
+}
+
 func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 	cfg.normalize()
 	wc := sockio.Wrap(nc, cfg.PooledReads)
 	c := &Conn{
 		nc:        wc,
 		role:      role,
-		cfg:       cfg,
+		cfg:       internConfig(cfg),
 		pool:      cfg.Pool,
 		handler:   h,
 		done:      make(chan struct{}),
@@ -182,6 +210,7 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 	}
 	c.outflow.n = h2frame.DefaultInitialWindow
 	c.inflow.init(cfg.InitialConnWindow)
+	c.connWindow = cfg.InitialConnWindow
 	c.streamWindow = cfg.InitialStreamWindow
 	c.bdp = bdpEstimator{window: cfg.InitialStreamWindow, limit: maxBDPWindow}
 	if cfg.DisableBDP {
@@ -504,7 +533,7 @@ func (c *Conn) onData(f *h2frame.DataFrame) *Error {
 	}
 	c.mu.Lock()
 	// The connection window is given back on receipt.
-	if inc := c.inflow.credit(int(f.FlowLen), c.cfg.InitialConnWindow); inc > 0 {
+	if inc := c.inflow.credit(int(f.FlowLen), c.connWindow); inc > 0 {
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: 0, val: inc}, false)
 	}
 	if f.FlowLen > 0 {

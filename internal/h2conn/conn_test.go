@@ -273,8 +273,7 @@ func TestKeepaliveTooManyPings(t *testing.T) {
 }
 
 func TestPingPolicy(t *testing.T) {
-	c := &Conn{role: RoleServer}
-	c.cfg.PingMinTime = time.Minute
+	c := &Conn{role: RoleServer, cfg: &Config{PingMinTime: time.Minute}}
 	t0 := time.Unix(1000, 0)
 	// The first ping is free; three more within MinTime: third strike ends it.
 	if c.pingPolicyLocked(t0) != nil {
@@ -711,4 +710,25 @@ func TestEmptyDataFlood(t *testing.T) {
 	p.errc <- nil
 	p.close(t)
 	checkLeaks(t, p.pool, g)
+}
+
+// Conns of one configuration share its normalized copy, and a window a
+// connection grows stays its own.
+func TestConfigInterned(t *testing.T) {
+	pool := bufpool.New(nil)
+	a1, a2 := net.Pipe()
+	defer a1.Close()
+	defer a2.Close()
+	cfg := Config{Pool: pool, InitialConnWindow: 1 << 16}
+	c1 := newConn(a1, cfg, RoleServer, nil)
+	c2 := newConn(a2, cfg, RoleServer, nil)
+	if c1.cfg != c2.cfg {
+		t.Fatal("two conns of one configuration hold separate copies")
+	}
+	c1.mu.Lock()
+	c1.growWindowsLocked(4 << 20)
+	c1.mu.Unlock()
+	if c1.connWindow != 8<<20 || c2.connWindow != 1<<16 || c1.cfg.InitialConnWindow != 1<<16 {
+		t.Fatalf("conn windows %d and %d, shared config %d", c1.connWindow, c2.connWindow, c1.cfg.InitialConnWindow)
+	}
 }

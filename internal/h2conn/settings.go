@@ -32,7 +32,7 @@ func (c *Conn) queueInitialSettingsLocked() {
 	s = append(s, h2frame.Setting{ID: h2frame.SettingMaxHeaderListSize, Val: c.cfg.MaxHeaderListSize})
 	c.localSettings = s
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlSettings}, false)
-	if inc := c.cfg.InitialConnWindow - h2frame.DefaultInitialWindow; inc > 0 {
+	if inc := c.connWindow - h2frame.DefaultInitialWindow; inc > 0 {
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: 0, val: inc}, false)
 	}
 }
@@ -142,9 +142,9 @@ func (c *Conn) growWindowsLocked(w uint32) {
 	if w <= c.streamWindow {
 		return
 	}
-	if cw := min(2*int64(w), h2frame.MaxWindowSize); cw > int64(c.cfg.InitialConnWindow) {
-		inc := uint32(cw) - c.cfg.InitialConnWindow
-		c.cfg.InitialConnWindow = uint32(cw)
+	if cw := min(2*int64(w), h2frame.MaxWindowSize); cw > int64(c.connWindow) {
+		inc := uint32(cw) - c.connWindow
+		c.connWindow = uint32(cw)
 		c.inflow.avail += int64(inc)
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: 0, val: inc}, false)
 	}
