@@ -200,7 +200,7 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 
 // GoingAway is closed once the connection accepts no new streams: a GOAWAY
 // was received or sent, or the connection ended.
-func (c *Conn) GoingAway() <-chan struct{} { return c.goingAway }
+func (c *Conn) GoingAway() <-chan struct{} { return c.goingAwayChan() }
 
 // Err returns the error that ended the connection, or nil while it is up.
 func (c *Conn) Err() error { return c.err() }

@@ -26,7 +26,6 @@ type Conn struct {
 	// starts.
 	onEnd   func()
 	resume  func()
-	role    Role
 	cfg     *Config // normalized, shared by the conns of one configuration; read-only
 	pool    *bufpool.Pool
 	handler Handler
@@ -34,57 +33,63 @@ type Conn struct {
 	fr *h2frame.Reader // owned by the run loop
 	fw *h2frame.Writer // owned by the holder of the write role
 
-	done      chan struct{} // closed when the reader stopped and all is released
-	goingAway chan struct{} // closed once no new streams are accepted
+	done chan struct{} // closed when the reader stopped and all is released
+	// goingAway is closed once no new streams are accepted. A client's is
+	// made by newConn and never replaced (GoingAway reads it without mu); a
+	// server's is made on demand by GoingAway, guarded by mu.
+	goingAway chan struct{}
 
-	// Owned by the run loop.
+	role Role
+
+	// Owned by the run loop (fields are ordered to pack small ones).
 	sawSettings bool
+	keepaliveOn bool   // keepalive pings are configured; set before the reader starts
+	emptyData   int32  // consecutive empty DATA frames
+	resetCount  int32  // resets within the current resetWindow
 	inflow      inflow // connection receive window; given back on receipt
 	bdp         bdpEstimator
-	emptyData   int // consecutive empty DATA frames
-	resetCount  int // resets within the current resetWindow
 	resetStart  time.Time
-	keepaliveOn bool         // keepalive pings are configured; set before the reader starts
 	lastRead    atomic.Int64 // unix nanoseconds of the last frame read, when keepaliveOn
 
 	mu       sync.Mutex
 	idleCond sync.Cond // signalled when writing becomes false; uses mu
 
-	// Guarded by mu.
+	// Guarded by mu (fields are ordered to pack small ones).
 	writing         bool // someone holds the write role
 	closing         bool // the connection is ending; no new work
+	goAwaySent      bool
+	goAwayRecv      bool
+	resetStrikes    bool // we sent HEADERS or DATA since the last PING: strikes restart
+	settingsAcked   bool
+	kaPingOut       bool // a keepalive PING is outstanding
+	wantWrite       bool // something new became writable since the writer last looked
+	soloBatch       bool // the unflushed bytes in fw are all held writes of one stream
+	drainStarted    bool // drainedLocked started the final close
+	away            bool // no new streams are accepted (goingAway is or will be closed)
 	closeErr        *Error
 	streams         map[uint32]*Stream // nil until the first stream and again once idle
 	nextID          uint32             // next stream id we would open (client)
 	maxPeerID       uint32             // highest stream id the peer opened
 	recentClosed    [recentClosedIDs]uint32
-	recentNext      int
-	numLocal        int // open streams we initiated
-	numPeer         int // open streams the peer initiated
+	recentNext      int32
+	numLocal        int32 // open streams we initiated
+	numPeer         int32 // open streams the peer initiated
+	peerControl     int32 // entries of ctrl queued in reply to the peer
 	outflow         outflow
 	streamWindow    uint32 // our current SETTINGS_INITIAL_WINDOW_SIZE
 	connWindow      uint32 // our current connection receive window (cfg.InitialConnWindow, raised by BDP)
 	ctrl            []ctrlFrame
-	peerControl     int // entries of ctrl queued in reply to the peer
 	ready           readyList
-	slotFree        chan struct{} // closed when a local stream slot frees; nil when nobody waits
-	goAwaySent      bool
-	goAwayLastID    uint32 // last stream id of the GOAWAY we sent
-	goAwayRecv      bool
-	goAwayDebug     string          // debug data of the queued GOAWAY
+	slotFree        chan struct{}   // closed when a local stream slot frees; nil when nobody waits
+	goAwayLastID    uint32          // last stream id of the GOAWAY we sent
 	peerGoAwayCode  h2frame.ErrCode // error code of the peer's GOAWAY
+	goAwayDebug     string          // debug data of the queued GOAWAY
 	peerGoAwayDebug string          // its debug data
-	shutdownPhase   int             // 0 none, 1 first GOAWAY + PING sent, 2 final GOAWAY sent
-	pingStrikes     int
+	shutdownPhase   int32           // 0 none, 1 first GOAWAY + PING sent, 2 final GOAWAY sent
+	pingStrikes     int32
 	lastPingAt      time.Time
-	resetStrikes    bool // we sent HEADERS or DATA since the last PING: strikes restart
 	idleSince       time.Time
-	settingsAcked   bool
-	kaPingOut       bool              // a keepalive PING is outstanding
-	wantWrite       bool              // something new became writable since the writer last looked
-	soloBatch       bool              // the unflushed bytes in fw are all held writes of one stream
 	freeStreams     []*Stream         // released streams kept for reuse
-	drainStarted    bool              // drainedLocked started the final close
 	localSettings   []h2frame.Setting // payload of the next SETTINGS we send
 
 	peer peerSettings // guarded by mu
@@ -181,15 +186,17 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 	cfg.normalize()
 	wc := sockio.Wrap(nc, cfg.PooledReads)
 	c := &Conn{
-		nc:        wc,
-		role:      role,
-		cfg:       internConfig(cfg),
-		pool:      cfg.Pool,
-		handler:   h,
-		done:      make(chan struct{}),
-		goingAway: make(chan struct{}),
+		nc:      wc,
+		role:    role,
+		cfg:     internConfig(cfg),
+		pool:    cfg.Pool,
+		handler: h,
+		done:    make(chan struct{}),
 	}
 	c.idleCond.L = &c.mu
+	if role == RoleClient {
+		c.goingAway = make(chan struct{})
+	}
 	c.fr = h2frame.NewReader(wc, h2frame.ReaderConfig{
 		Pool:               cfg.Pool,
 		MaxFrameSize:       cfg.MaxFrameSize,
@@ -730,7 +737,7 @@ func (c *Conn) rememberClosedLocked(id uint32) {
 func (c *Conn) numActiveStreams() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.numLocal + c.numPeer
+	return int(c.numLocal + c.numPeer)
 }
 
 func (c *Conn) err() error {
@@ -838,9 +845,27 @@ func (c *Conn) failAllStreamsLocked(err *Error) []hookCall {
 }
 
 func (c *Conn) closeGoingAwayLocked() {
-	select {
-	case <-c.goingAway:
-	default:
+	if c.away {
+		return
+	}
+	c.away = true
+	if c.goingAway != nil {
 		close(c.goingAway)
 	}
+}
+
+// goingAwayChan is GoingAway.
+func (c *Conn) goingAwayChan() <-chan struct{} {
+	if c.role == RoleClient {
+		return c.goingAway
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.goingAway == nil {
+		c.goingAway = make(chan struct{})
+		if c.away {
+			close(c.goingAway)
+		}
+	}
+	return c.goingAway
 }

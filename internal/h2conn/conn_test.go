@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
@@ -730,5 +731,38 @@ func TestConfigInterned(t *testing.T) {
 	c1.mu.Unlock()
 	if c1.connWindow != 8<<20 || c2.connWindow != 1<<16 || c1.cfg.InitialConnWindow != 1<<16 {
 		t.Fatalf("conn windows %d and %d, shared config %d", c1.connWindow, c2.connWindow, c1.cfg.InitialConnWindow)
+	}
+}
+
+// A server makes its GoingAway channel on demand; one taken before the
+// end and one taken after are both closed.
+func TestServerGoingAwayLazy(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	go io.Copy(io.Discard, b) // takes the GOAWAY of Close
+	c := newConn(a, Config{Pool: bufpool.New(nil)}, RoleServer, nil)
+	if c.goingAway != nil {
+		t.Fatal("server conn made its GoingAway channel up front")
+	}
+	before := c.GoingAway()
+	select {
+	case <-before:
+		t.Fatal("GoingAway closed on a live conn")
+	default:
+	}
+	c.Close()
+	for _, ch := range []<-chan struct{}{before, c.GoingAway()} {
+		select {
+		case <-ch:
+		default:
+			t.Fatal("GoingAway open after Close")
+		}
+	}
+}
+
+// Conn stays within the 768-byte size class.
+func TestConnSize(t *testing.T) {
+	if n := unsafe.Sizeof(Conn{}); n > 768 {
+		t.Fatalf("Conn is %d bytes, want at most 768", n)
 	}
 }
