@@ -196,7 +196,7 @@ func (c *Conn) GracefulShutdown() { c.gracefulShutdown() }
 func (c *Conn) Close() error { c.closeWith(errLocalClose); return nil }
 
 // Done is closed when the connection has ended and its reader stopped.
-func (c *Conn) Done() <-chan struct{} { return c.done }
+func (c *Conn) Done() <-chan struct{} { return c.doneChan() }
 
 // GoingAway is closed once the connection accepts no new streams: a GOAWAY
 // was received or sent, or the connection ended.

@@ -33,7 +33,10 @@ type Conn struct {
 	fr *h2frame.Reader // owned by the run loop
 	fw *h2frame.Writer // owned by the holder of the write role
 
-	done chan struct{} // closed when the reader stopped and all is released
+	// done is closed when the reader stopped and all is released. Made
+	// by newConn for a client (read without mu); a server's is made on
+	// demand by Done, guarded by mu.
+	done chan struct{}
 	// goingAway is closed once no new streams are accepted. A client's is
 	// made by newConn and never replaced (GoingAway reads it without mu); a
 	// server's is made on demand by GoingAway, guarded by mu.
@@ -66,6 +69,7 @@ type Conn struct {
 	soloBatch       bool // the unflushed bytes in fw are all held writes of one stream
 	drainStarted    bool // drainedLocked started the final close
 	away            bool // no new streams are accepted (goingAway is or will be closed)
+	ended           bool // finish ran (done is or will be closed)
 	closeErr        *Error
 	streams         map[uint32]*Stream // nil until the first stream and again once idle
 	nextID          uint32             // next stream id we would open (client)
@@ -191,11 +195,11 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 		cfg:     internConfig(cfg),
 		pool:    cfg.Pool,
 		handler: h,
-		done:    make(chan struct{}),
 	}
 	c.idleCond.L = &c.mu
 	if role == RoleClient {
 		c.goingAway = make(chan struct{})
+		c.done = make(chan struct{})
 	}
 	c.fr = h2frame.NewReader(wc, h2frame.ReaderConfig{
 		Pool:               cfg.Pool,
@@ -336,7 +340,28 @@ func (e *Error) graceful() bool {
 // read side and marks the connection done.
 func (c *Conn) finish() {
 	c.fr.Close()
-	close(c.done)
+	c.mu.Lock()
+	c.ended = true
+	if c.done != nil {
+		close(c.done)
+	}
+	c.mu.Unlock()
+}
+
+// doneChan is Done.
+func (c *Conn) doneChan() <-chan struct{} {
+	if c.role == RoleClient {
+		return c.done
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.ended {
+			close(c.done)
+		}
+	}
+	return c.done
 }
 
 // readError converts an error from the frame reader into the error that

@@ -440,6 +440,9 @@ func TestIdleAsyncNoGoroutine(t *testing.T) {
 		if nf != 0 || sm != nil || cc != 0 || st != nil {
 			t.Errorf("%v idle: %d free streams, streams map %v, ctrl cap %d, settings timer %v; want all dropped", c.role, nf, sm, cc, st)
 		}
+		if c.role == RoleServer && (c.done != nil || c.goingAway != nil) {
+			t.Errorf("server made its Done or GoingAway channel before anyone asked")
+		}
 	}
 	for i := range 3 {
 		if got := roundTrip(t, p.client, p.pool, []byte("again")); string(got) != "again" {
