@@ -201,13 +201,13 @@ func (s *Server) serveConn(nc net.Conn) {
 		nc, auth = secured(nc, c), a
 	}
 	sc := &serverConn{srv: s}
-	sc.peer = &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
+	sc.peer = peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
 	// Every call's context derives from this one, which carries the peer
 	// and is never canceled itself: the engine ends each stream's context
 	// through its reset hook when the connection ends, however it ends, so
 	// an idle connection keeps no cancel context, Done channel or
 	// children map.
-	sc.ctx = peer.NewContext(context.Background(), sc.peer)
+	sc.ctx = peer.NewContext(context.Background(), &sc.peer)
 	conn := h2conn.NewServerConn(nc, s.h2cfg, sc)
 	s.mu.Lock()
 	if s.stopped {
@@ -270,8 +270,8 @@ func (s *Server) GracefulStop() {
 // serverConn is the h2conn.Handler of one accepted connection.
 type serverConn struct {
 	srv  *Server
-	peer *peer.Peer
-	ctx  context.Context // carries peer
+	peer peer.Peer       // in the same allocation as the serverConn
+	ctx  context.Context // carries &peer
 }
 
 // HandleStream runs on the connection's reader: it parses the request,
