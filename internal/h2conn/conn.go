@@ -3,6 +3,7 @@ package h2conn
 import (
 	"errors"
 	"io"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -480,6 +481,15 @@ func (c *Conn) dispatch(f h2frame.Frame) *Error {
 			return connErr(h2frame.ErrCodeProtocol, "first_frame_not_settings")
 		}
 		c.sawSettings = true
+		if c.role == RoleClient && !hasSetting(sf, h2frame.SettingMaxConcurrentStreams) {
+			// The server's first SETTINGS leaves the limit out: no limit
+			// (RFC 9113 §6.5.2), as grpc-go's server does by default. The
+			// initial assumption only covered the time before it arrived.
+			c.mu.Lock()
+			c.peer.maxConcurrentStreams = math.MaxUint32
+			c.wakeSlotLocked()
+			c.mu.Unlock()
+		}
 	}
 	switch f := f.(type) {
 	case *h2frame.DataFrame:
@@ -893,4 +903,14 @@ func (c *Conn) goingAwayChan() <-chan struct{} {
 		}
 	}
 	return c.goingAway
+}
+
+// hasSetting reports whether f carries the setting id.
+func hasSetting(f *h2frame.SettingsFrame, id h2frame.SettingID) bool {
+	for _, st := range f.Settings {
+		if st.ID == id {
+			return true
+		}
+	}
+	return false
 }

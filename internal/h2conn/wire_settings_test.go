@@ -1,11 +1,13 @@
 package h2conn_test
 
 import (
+	"context"
 	"math"
 	"testing"
 
 	"github.com/leangrpc/leangrpc/internal/h2conn"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/h2test"
 )
 
 // RFC 9113 §6.5.2: SETTINGS_MAX_CONCURRENT_STREAMS left out means no
@@ -19,5 +21,30 @@ func TestWireUnlimitedStreamsNotAdvertised(t *testing.T) {
 			t.Errorf("server advertised MAX_CONCURRENT_STREAMS=%d; want it left out", v)
 		}
 		st.peer.WantNothing(quiet)
+	})
+}
+
+// RFC 9113 §6.5.2: a server whose first SETTINGS leaves out
+// MAX_CONCURRENT_STREAMS sets no limit; the client's assumption of 100 for
+// the time before those SETTINGS must not outlive them.
+func TestWireClientNoServerStreamLimit(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		ct := newClientTest(t, h2conn.Config{}, wireOpts{})
+		p := ct.peer
+		p.Greet()
+		const n = 120
+		for i := 0; i < n; i++ {
+			s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/svc/M")...), false)
+			if err != nil {
+				t.Fatalf("NewStream %d: %v", i, err)
+			}
+			defer s.Release()
+		}
+		for i := 0; i < n; i++ {
+			p.WantHeaders(uint32(2*i + 1))
+		}
+		if got := ct.conn.PeerSetting(h2frame.SettingMaxConcurrentStreams); got != math.MaxUint32 {
+			t.Errorf("PeerSetting(MAX_CONCURRENT_STREAMS) = %d; want unlimited", got)
+		}
 	})
 }
