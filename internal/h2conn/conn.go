@@ -167,7 +167,10 @@ var configs struct {
 	m map[Config]*Config
 }
 
-// maxInternedConfigs bounds configs; past it a conn gets its own copy.
+// maxInternedConfigs bounds configs. Past it an arbitrary entry makes room:
+// conns already holding it keep their copy, and a process that keeps
+// creating configurations (new pools, say) neither pins them forever nor
+// stops sharing.
 const maxInternedConfigs = 64
 
 // internConfig returns the shared copy of cfg (normalized).
@@ -178,12 +181,16 @@ func internConfig(cfg Config) *Config {
 		return p
 	}
 	p := &cfg
-	if len(configs.m) < maxInternedConfigs {
-		if configs.m == nil {
-			configs.m = make(map[Config]*Config)
-		}
-		configs.m[cfg] = p
+	if configs.m == nil {
+		configs.m = make(map[Config]*Config)
 	}
+	if len(configs.m) >= maxInternedConfigs {
+		for k := range configs.m {
+			delete(configs.m, k)
+			break
+		}
+	}
+	configs.m[cfg] = p
 	return p
 }
 

@@ -729,6 +729,18 @@ func TestConfigInterned(t *testing.T) {
 	if c1.cfg != c2.cfg {
 		t.Fatal("two conns of one configuration hold separate copies")
 	}
+	// A full table still takes new configurations (the bound evicts), so
+	// sharing does not stop after the first maxInternedConfigs pools.
+	for i := 0; i < 2*maxInternedConfigs; i++ {
+		internConfig(Config{Pool: bufpool.New(nil)})
+	}
+	if n := len(configs.m); n > maxInternedConfigs {
+		t.Fatalf("%d interned configurations; bound %d", n, maxInternedConfigs)
+	}
+	late := Config{Pool: bufpool.New(nil)}
+	if internConfig(late) != internConfig(late) {
+		t.Fatal("a configuration created after the table filled is not shared")
+	}
 	c1.mu.Lock()
 	c1.growWindowsLocked(4 << 20)
 	c1.mu.Unlock()
