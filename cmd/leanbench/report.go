@@ -195,24 +195,11 @@ func printThroughput(w io.Writer, cfgs []config, names []string, ratios bool, su
 		cols = append(cols, "MB/s")
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	h1 := []string{"", "", "", ""}
-	h2 := []string{"workload", "req/resp", "calls", "conns"}
-	for _, n := range names {
-		for i, col := range cols {
-			if i == 0 {
-				h1 = append(h1, n)
-			} else {
-				h1 = append(h1, "")
-			}
-			h2 = append(h2, col)
-		}
-	}
+	var ratioCols []string
 	if ratios {
-		h1 = append(h1, "ratio", "", "", "")
-		h2 = append(h2, "ops/s", "CPU", "allocs", "p50")
+		ratioCols = []string{"ops/s", "CPU", "allocs", "p50"}
 	}
-	writeRow(tw, h1)
-	writeRow(tw, h2)
+	writeHeader(tw, []string{"workload", "req/resp", "calls", "conns"}, names, cols, ratioCols)
 	for _, c := range cfgs {
 		row := []string{c.workload, sizeLabel(c.reqSize) + "/" + sizeLabel(c.respSize), fmt.Sprint(c.concurrency), fmt.Sprint(c.connections)}
 		for _, n := range names {
@@ -261,24 +248,11 @@ func printThroughput(w io.Writer, cfgs []config, names []string, ratios bool, su
 func printIdle(w io.Writer, cfgs []config, names []string, ratios bool, sums map[config]map[string]*summary, notes *footnotes) {
 	cols := []string{"srv RSS/conn", "srv heap/conn", "srv stack/conn", "srv gor/conn", "cli RSS/conn", "cli gor/conn"}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	h1 := []string{"", ""}
-	h2 := []string{"workload", "conns"}
-	for _, n := range names {
-		for i, col := range cols {
-			if i == 0 {
-				h1 = append(h1, n)
-			} else {
-				h1 = append(h1, "")
-			}
-			h2 = append(h2, col)
-		}
-	}
+	var ratioCols []string
 	if ratios {
-		h1 = append(h1, "ratio", "", "", "")
-		h2 = append(h2, "srv RSS", "srv gor", "cli RSS", "cli gor")
+		ratioCols = []string{"srv RSS", "srv gor", "cli RSS", "cli gor"}
 	}
-	writeRow(tw, h1)
-	writeRow(tw, h2)
+	writeHeader(tw, []string{"workload", "conns"}, names, cols, ratioCols)
 	for _, c := range cfgs {
 		row := []string{"idle", fmt.Sprint(c.connections)}
 		for _, n := range names {
@@ -381,4 +355,30 @@ func compact(v float64) string {
 		return fmt.Sprintf("%.1fk", v/1e3)
 	}
 	return fmt.Sprintf("%.0f", v)
+}
+
+// writeHeader writes a table's two header rows: the stack names over their
+// groups of columns, then the column names, with a "ratio" group last when
+// ratioCols is not empty.
+func writeHeader(tw *tabwriter.Writer, lead, names, cols, ratioCols []string) {
+	h1 := make([]string, len(lead))
+	h2 := append([]string(nil), lead...)
+	group := func(title string, cols []string) {
+		for i, col := range cols {
+			if i == 0 {
+				h1 = append(h1, title)
+			} else {
+				h1 = append(h1, "")
+			}
+			h2 = append(h2, col)
+		}
+	}
+	for _, n := range names {
+		group(n, cols)
+	}
+	if len(ratioCols) > 0 {
+		group("ratio", ratioCols)
+	}
+	writeRow(tw, h1)
+	writeRow(tw, h2)
 }
