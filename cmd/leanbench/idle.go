@@ -10,7 +10,9 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,8 +103,17 @@ func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err e
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	common := []string{"-connections", strconv.Itoa(n), "-settle", r.opts.settle.String(), "-timeout", r.opts.timeout.String()}
+	if r.opts.memprofile != "" {
+		common = append(common, "-memprofilerate", strconv.Itoa(r.opts.memProfileRate))
+	}
+	heapFlag := func(side string) []string {
+		if r.opts.memprofile == "" {
+			return nil
+		}
+		return []string{"-heapprofile", withSuffix(r.opts.memprofile, strings.ReplaceAll(st.name, ">", fileSuffix)+"."+side)}
+	}
 
-	srv, err := startChild(ctx, st.server.name+" idle server", append([]string{idleServerCmd, "-stack", st.server.name}, common...)...)
+	srv, err := startChild(ctx, st.server.name+" idle server", append(append([]string{idleServerCmd, "-stack", st.server.name}, common...), heapFlag("server")...)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -112,7 +123,7 @@ func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err e
 		printHead(r.stderr, srv.stderr.String(), 20)
 		return nil, nil, err
 	}
-	cli, err := startChild(ctx, st.client.name+" idle client", append([]string{idleClientCmd, "-stack", st.client.name, "-addr", hello.Addr}, common...)...)
+	cli, err := startChild(ctx, st.client.name+" idle client", append(append([]string{idleClientCmd, "-stack", st.client.name, "-addr", hello.Addr}, common...), heapFlag("client")...)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -152,6 +163,10 @@ type idleChildFlags struct {
 	conns   int
 	settle  time.Duration
 	timeout time.Duration
+	// heapProfile, when set, receives a heap profile of the live objects
+	// after each measurement (go tool pprof -sample_index=inuse_space).
+	heapProfile string
+	memRate     int
 }
 
 func parseIdleChild(name string, args []string, stderr io.Writer) (*idleChildFlags, *impl, error) {
@@ -163,8 +178,13 @@ func parseIdleChild(name string, args []string, stderr io.Writer) (*idleChildFla
 	fs.IntVar(&f.conns, "connections", 1, "number of connections")
 	fs.DurationVar(&f.settle, "settle", time.Second, "time to let connections go idle before measuring")
 	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "bound on each connection's RPC")
+	fs.StringVar(&f.heapProfile, "heapprofile", "", "write a heap profile after each measurement")
+	fs.IntVar(&f.memRate, "memprofilerate", 0, "runtime.MemProfileRate (0: leave the default)")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
+	}
+	if f.memRate > 0 {
+		runtime.MemProfileRate = f.memRate
 	}
 	im, ok := impls[f.stack]
 	if !ok {
@@ -182,7 +202,11 @@ func serveCommands(stdin io.Reader, enc *json.Encoder, base memFigures, f *idleC
 	in := bufio.NewScanner(stdin)
 	for in.Scan() {
 		if in.Text() == "measure" {
-			enc.Encode(childMsg{Side: perConn(base, measureMem(f.settle), f.conns)})
+			side := perConn(base, measureMem(f.settle), f.conns)
+			if f.heapProfile != "" {
+				writeHeapProfile(f.heapProfile)
+			}
+			enc.Encode(childMsg{Side: side})
 		}
 	}
 }
@@ -295,4 +319,15 @@ func dialIdle(ctx context.Context, im *impl, addr string, n int, rpcTimeout time
 		}
 	}
 	return out, firstErr.get()
+}
+
+// writeHeapProfile writes the live heap to file; a failure only costs the
+// profile.
+func writeHeapProfile(file string) {
+	fh, err := os.Create(file)
+	if err != nil {
+		return
+	}
+	defer fh.Close()
+	pprof.Lookup("heap").WriteTo(fh, 0)
 }

@@ -91,7 +91,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Second, "bound on a run's setup and first RPC, on its last RPC past -benchtime, and on each idle connection's RPC; a stack that exceeds it gets an error row")
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of each measured run; the file name gets the stack (and run) as suffix")
-	fs.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile after each measured run, and FILE.base before it (go tool pprof -base FILE.base FILE)")
+	fs.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile after each measured run, and FILE.base before it (go tool pprof -base FILE.base FILE); idle: a heap profile of each child after measuring (FILE.STACK.server, FILE.STACK.client)")
 	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate while profiling (0: leave the default)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: leanbench [flags]\n       leanbench compare OLD.json NEW.json\n\n"+
