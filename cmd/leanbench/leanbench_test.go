@@ -206,6 +206,27 @@ func TestParseStacks(t *testing.T) {
 	}
 }
 
+func TestRatioPair(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		want  ratioPair
+	}{
+		{[]string{"grpc-go", "leangrpc"}, ratioPair{"leangrpc", "grpc-go"}},
+		{[]string{"leangrpc", "leangrpc>grpc-go", "grpc-go"}, ratioPair{"leangrpc", "grpc-go"}},
+		{[]string{"leangrpc", "leangrpc-nopool"}, ratioPair{"leangrpc", "leangrpc-nopool"}},
+		{[]string{"leangrpc"}, ratioPair{}},
+		{[]string{"leangrpc", "leangrpc-nopool", "grpc-go>leangrpc"}, ratioPair{}},
+	} {
+		if got := ratioPairOf(tc.names); got != tc.want {
+			t.Errorf("ratioPairOf(%q) = %v, want %v", tc.names, got, tc.want)
+		}
+	}
+	st, err := parseStacks("leangrpc-nopool,leangrpc-nopool>grpc-go")
+	if err != nil || len(st) != 2 || st[0].server.name != stackLeanNoPool || st[1].server.name != stackGrpc {
+		t.Errorf("parseStacks with leangrpc-nopool = %v, %v", st, err)
+	}
+}
+
 func TestCrossProduct(t *testing.T) {
 	plan, err := crossProduct("unary,idle", "1,2", "3", "4,5", "")
 	if err != nil {

@@ -158,13 +158,10 @@ func printReport(w io.Writer, env Env, plan []config, stacks []stack, results []
 		}
 	}
 	names := make([]string, len(stacks))
-	hasLean, hasGrpc := false, false
 	for i, st := range stacks {
 		names[i] = st.name
-		hasLean = hasLean || st.name == stackLean
-		hasGrpc = hasGrpc || st.name == stackGrpc
 	}
-	ratios := hasLean && hasGrpc
+	ratios := ratioPairOf(names)
 	var notes footnotes
 	if len(tput) > 0 {
 		printThroughput(w, tput, names, ratios, sums, &notes)
@@ -176,8 +173,8 @@ func printReport(w io.Writer, env Env, plan []config, stacks []stack, results []
 		printIdle(w, idle, names, ratios, sums, &notes)
 	}
 	fmt.Fprintln(w)
-	if ratios {
-		fmt.Fprintln(w, "ratio = leangrpc/grpc-go (ops/s: above 1 is better; CPU, allocs, latency, bytes: below 1 is better).")
+	if ratios.ok() {
+		fmt.Fprintf(w, "ratio = %s/%s (ops/s: above 1 is better; CPU, allocs, latency, bytes: below 1 is better).\n", ratios.num, ratios.den)
 	}
 	fmt.Fprintln(w, "Medians over the rounds. Allocations, B/op and CPU are process-wide: client and server together.")
 	for _, l := range notes.lines {
@@ -185,7 +182,7 @@ func printReport(w io.Writer, env Env, plan []config, stacks []stack, results []
 	}
 }
 
-func printThroughput(w io.Writer, cfgs []config, names []string, ratios bool, sums map[config]map[string]*summary, notes *footnotes) {
+func printThroughput(w io.Writer, cfgs []config, names []string, ratios ratioPair, sums map[config]map[string]*summary, notes *footnotes) {
 	showMB := false
 	for _, c := range cfgs {
 		showMB = showMB || large(&Shape{ReqSize: c.reqSize, RespSize: c.respSize})
@@ -196,7 +193,7 @@ func printThroughput(w io.Writer, cfgs []config, names []string, ratios bool, su
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var ratioCols []string
-	if ratios {
+	if ratios.ok() {
 		ratioCols = []string{"ops/s", "CPU", "allocs", "p50"}
 	}
 	writeHeader(tw, []string{"workload", "req/resp", "calls", "conns"}, names, cols, ratioCols)
@@ -228,8 +225,8 @@ func printThroughput(w io.Writer, cfgs []config, names []string, ratios bool, su
 				}
 			}
 		}
-		if ratios {
-			l, g := sums[c][stackLean], sums[c][stackGrpc]
+		if ratios.ok() {
+			l, g := sums[c][ratios.num], sums[c][ratios.den]
 			if l != nil && g != nil && l.rounds > 0 && g.rounds > 0 {
 				row = append(row,
 					ratio(l.fig.OpsPerSec, g.fig.OpsPerSec),
@@ -245,11 +242,11 @@ func printThroughput(w io.Writer, cfgs []config, names []string, ratios bool, su
 	tw.Flush()
 }
 
-func printIdle(w io.Writer, cfgs []config, names []string, ratios bool, sums map[config]map[string]*summary, notes *footnotes) {
+func printIdle(w io.Writer, cfgs []config, names []string, ratios ratioPair, sums map[config]map[string]*summary, notes *footnotes) {
 	cols := []string{"srv RSS/conn", "srv heap/conn", "srv stack/conn", "srv gor/conn", "cli RSS/conn", "cli gor/conn"}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var ratioCols []string
-	if ratios {
+	if ratios.ok() {
 		ratioCols = []string{"srv RSS", "srv gor", "cli RSS", "cli gor"}
 	}
 	writeHeader(tw, []string{"workload", "conns"}, names, cols, ratioCols)
@@ -273,8 +270,8 @@ func printIdle(w io.Writer, cfgs []config, names []string, ratios bool, sums map
 					fmt.Sprintf("%.2f", s.client.GoroutinesPerConn))
 			}
 		}
-		if ratios {
-			l, g := sums[c][stackLean], sums[c][stackGrpc]
+		if ratios.ok() {
+			l, g := sums[c][ratios.num], sums[c][ratios.den]
 			if l != nil && g != nil && l.rounds > 0 && g.rounds > 0 {
 				row = append(row,
 					ratio(l.server.RSSBytesPerConn, g.server.RSSBytesPerConn),
@@ -381,4 +378,26 @@ func writeHeader(tw *tabwriter.Writer, lead, names, cols, ratioCols []string) {
 	}
 	writeRow(tw, h1)
 	writeRow(tw, h2)
+}
+
+// ratioPair names the two stacks whose ratio the tables show: leangrpc over
+// grpc-go when both ran, otherwise the first over the second of exactly two
+// stacks (leangrpc over leangrpc-nopool, say).
+type ratioPair struct{ num, den string }
+
+func (p ratioPair) ok() bool { return p.num != "" }
+
+func ratioPairOf(names []string) ratioPair {
+	hasLean, hasGrpc := false, false
+	for _, n := range names {
+		hasLean = hasLean || n == stackLean
+		hasGrpc = hasGrpc || n == stackGrpc
+	}
+	switch {
+	case hasLean && hasGrpc:
+		return ratioPair{stackLean, stackGrpc}
+	case len(names) == 2:
+		return ratioPair{names[0], names[1]}
+	}
+	return ratioPair{}
 }

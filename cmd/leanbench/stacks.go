@@ -42,6 +42,19 @@ var impls = map[string]*impl{
 			return cc, cc.Close, nil
 		},
 	},
+	// leangrpc with pooled reads switched off on both sides (one read
+	// buffer per connection for its life), to measure what pooling costs.
+	stackLeanNoPool: {
+		name:      stackLeanNoPool,
+		newServer: func() grpcServer { return leangrpc.NewServer(leangrpc.ReadBufferPooling(false)) },
+		dial: func(addr string) (grpc.ClientConnInterface, func() error, error) {
+			cc, err := leangrpc.NewClient(addr, leangrpc.WithReadBufferPooling(false))
+			if err != nil {
+				return nil, nil, err
+			}
+			return cc, cc.Close, nil
+		},
+	},
 	"grpc-go": {
 		name:      "grpc-go",
 		newServer: func() grpcServer { return grpc.NewServer() },
@@ -64,10 +77,13 @@ type stack struct {
 }
 
 const (
-	stackLean  = "leangrpc"
-	stackGrpc  = "grpc-go"
-	allStacks  = "leangrpc,grpc-go,leangrpc>grpc-go,grpc-go>leangrpc"
-	fileSuffix = "_to_" // replaces ">" in profile file names
+	stackLean = "leangrpc"
+	stackGrpc = "grpc-go"
+	// stackLeanNoPool is leangrpc with pooled reads off; it only runs when
+	// named in -stacks (not part of "all").
+	stackLeanNoPool = "leangrpc-nopool"
+	allStacks       = "leangrpc,grpc-go,leangrpc>grpc-go,grpc-go>leangrpc"
+	fileSuffix      = "_to_" // replaces ">" in profile file names
 )
 
 func parseStacks(list string) ([]stack, error) {
@@ -88,7 +104,7 @@ func parseStacks(list string) ([]stack, error) {
 		ci, cok := impls[c]
 		si, sok := impls[s]
 		if !cok || !sok {
-			return nil, fmt.Errorf("unknown stack %q (want leangrpc, grpc-go, leangrpc>grpc-go, grpc-go>leangrpc or all)", name)
+			return nil, fmt.Errorf("unknown stack %q (want leangrpc, grpc-go, leangrpc>grpc-go, grpc-go>leangrpc, leangrpc-nopool or all)", name)
 		}
 		if c == s {
 			name = c
