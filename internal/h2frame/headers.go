@@ -157,7 +157,6 @@ func (r *Reader) finishBlock(block []byte) (Frame, error) {
 		r.ppf.Flags |= FlagEndHeaders
 		return &r.ppf, nil
 	}
-	r.scratch()
 	f := &r.hf
 	if cap(f.Fields) > maxRetainedFields {
 		f.Fields = nil // one huge list should not pin memory for good

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 )
@@ -135,15 +136,65 @@ func TestReaderShedsScratchWhenIdle(t *testing.T) {
 	if _, err := r.ReadFrame(); err != io.EOF {
 		t.Fatalf("at the end: %v, want EOF", err)
 	}
-	if r.box != nil || r.hf.Fields != nil || r.sf.Settings != nil || r.gf.Debug != nil || r.HoldsReadBuffer() {
-		t.Errorf("idle Reader holds scratch: box %v, fields %d, settings %d, debug %d, read buffer %v",
-			r.box != nil, cap(r.hf.Fields), cap(r.sf.Settings), cap(r.gf.Debug), r.HoldsReadBuffer())
+	if r.frames != nil || r.HoldsReadBuffer() {
+		t.Errorf("idle Reader holds scratch: frames %v, read buffer %v", r.frames != nil, r.HoldsReadBuffer())
 	}
 	if pool.Outstanding() != 0 {
 		t.Errorf("pool outstanding %d", pool.Outstanding())
 	}
 	if src.waits != 7 || src.idleScratch != src.waits {
 		t.Errorf("the Reader held scratch space in %d of %d waits (want 7), want none", src.waits-src.idleScratch, src.waits)
+	}
+}
+
+// TestReaderKeepsFramesInsideBlock checks that a Reader waiting for the
+// CONTINUATION of an open header block keeps the block's first frame (it
+// sheds its frames only between blocks), and that an idle Reader is small.
+func TestReaderKeepsFramesInsideBlock(t *testing.T) {
+	needHPACK(t)
+	var wire bytes.Buffer
+	w := NewWriter(&wire, WriterConfig{})
+	w.WriteHeaders(1, false, grpcRequest)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	block := wire.Bytes()[HeaderLen:]
+	// HEADERS with a priority and the first byte of the block, then
+	// CONTINUATION with the rest, each in its own ReadReady; another
+	// Reader takes frames from the pool in between.
+	prio := []byte{0, 0, 0, 3, 7}
+	src := &chunkReady{chunks: [][]byte{
+		frameBytes(TypeHeaders, FlagPriority, 5, append(prio, block[0])),
+		frameBytes(TypeContinuation, FlagEndHeaders, 5, block[1:]),
+	}}
+	pool := bufpool.New(nil)
+	r := NewReader(src, ReaderConfig{Pool: pool})
+	src.r = r
+	src.onWait = func() {
+		fr := framesPool.Get().(*frames)
+		fr.hf = HeadersFrame{} // a pool that handed out r's frames would show here
+		framesPool.Put(fr)
+	}
+	defer r.Close()
+	f, err := r.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, ok := f.(*HeadersFrame)
+	if !ok || h.StreamID != 5 || !h.HasPriority || h.Priority.StreamDep != 3 || h.Priority.Weight != 7 || !slices.Equal(h.Fields, grpcRequest) {
+		t.Fatalf("got %v, want HEADERS on stream 5 with priority 3/7 and the request fields", f)
+	}
+	if src.waits != 2 || src.idleScratch != 1 {
+		t.Errorf("%d waits, %d without frames; want 2 and 1 (the first only)", src.waits, src.idleScratch)
+	}
+	if _, err := r.ReadFrame(); err != io.EOF {
+		t.Fatalf("at the end: %v, want EOF", err)
+	}
+	if r.frames != nil {
+		t.Error("idle Reader holds its frames")
+	}
+	if sz := unsafe.Sizeof(*r); sz > 256 {
+		t.Errorf("Reader is %d bytes, want at most 256 (what an idle connection holds)", sz)
 	}
 }
 
@@ -154,13 +205,17 @@ type chunkReady struct {
 	r           *Reader
 	waits       int
 	idleScratch int
+	onWait      func() // called by each ReadReady, if set
 }
 
 func (c *chunkReady) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
 
 func (c *chunkReady) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
 	c.waits++
-	if c.r != nil && c.r.box == nil {
+	if c.onWait != nil {
+		c.onWait()
+	}
+	if c.r != nil && c.r.frames == nil {
 		c.idleScratch++
 	}
 	if len(c.chunks) == 0 {
@@ -262,13 +317,14 @@ func TestTryReadFrame(t *testing.T) {
 		switch {
 		case err == ErrWouldBlock:
 			got = "block"
-			// Inside a header block the fragments so far are kept.
-			wantOut := int64(0)
+			// Inside a header block the fragments so far are kept, and
+			// the frames that carry the block's first frame.
+			wantOut, wantFrames := int64(0), false
 			if i == 3 {
-				wantOut = 1
+				wantOut, wantFrames = 1, true
 			}
-			if r.HoldsReadBuffer() || r.box != nil || pool.Outstanding() != wantOut {
-				t.Errorf("step %d: would block holding a read buffer %v, scratch %v, outstanding %d (want %d)", i, r.HoldsReadBuffer(), r.box != nil, pool.Outstanding(), wantOut)
+			if r.HoldsReadBuffer() || (r.frames != nil) != wantFrames || pool.Outstanding() != wantOut {
+				t.Errorf("step %d: would block holding a read buffer %v, scratch %v, outstanding %d (want %d)", i, r.HoldsReadBuffer(), r.frames != nil, pool.Outstanding(), wantOut)
 			}
 		case err == io.EOF:
 			got = "EOF"
@@ -333,8 +389,8 @@ func TestIdleWait(t *testing.T) {
 			switch {
 			case err == ErrWouldBlock:
 				got = append(got, "block")
-				if r.HoldsReadBuffer() || r.box != nil || pool.Outstanding() != 0 {
-					t.Errorf("wait %v: gave up holding a read buffer %v, scratch %v, outstanding %d", wait, r.HoldsReadBuffer(), r.box != nil, pool.Outstanding())
+				if r.HoldsReadBuffer() || r.frames != nil || pool.Outstanding() != 0 {
+					t.Errorf("wait %v: gave up holding a read buffer %v, scratch %v, outstanding %d", wait, r.HoldsReadBuffer(), r.frames != nil, pool.Outstanding())
 				}
 			case err != nil:
 				t.Fatalf("wait %v: %v", wait, err)

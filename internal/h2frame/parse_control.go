@@ -53,7 +53,6 @@ func (r *Reader) parseSettings(h FrameHeader, p []byte) (Frame, error) {
 	if len(p)/6 > MaxSettingsPerFrame {
 		return nil, ConnError{ErrCodeEnhanceYourCalm, "settings_too_many"}
 	}
-	r.scratch()
 	f := &r.sf
 	f.FrameHeader = h
 	f.Settings = f.Settings[:0]
@@ -113,7 +112,6 @@ func (r *Reader) parseGoAway(h FrameHeader, p []byte) (Frame, error) {
 	f.Code = ErrCode(binary.BigEndian.Uint32(p[4:]))
 	// The read buffer may go back to the pool before the caller looks at
 	// the debug data: keep a copy the Reader owns.
-	r.scratch()
 	if cap(f.Debug) > maxRetainedScratch {
 		f.Debug = nil
 	}

@@ -106,7 +106,18 @@ type Reader struct {
 
 	err error // sticky connection-level error
 
-	// One frame value of each type, reused by every ReadFrame.
+	// frames holds one frame value of each type, reused by every
+	// ReadFrame, with the scratch slices inside them (hf.Fields,
+	// sf.Settings, gf.Debug). It is taken from framesPool when a frame
+	// header arrives and put back when the Reader waits for the socket with
+	// nothing buffered and no header block open, so that an idle Reader
+	// holds none of it; nil meanwhile. Owned by the Reader while it holds
+	// it.
+	*frames
+}
+
+// frames is the part of a Reader that only a frame being read needs.
+type frames struct {
 	df  DataFrame
 	hf  HeadersFrame
 	pf  PriorityFrame
@@ -116,51 +127,35 @@ type Reader struct {
 	pgf PingFrame
 	gf  GoAwayFrame
 	wf  WindowUpdateFrame
-
-	// box carries the scratch slices hf.Fields, sf.Settings and gf.Debug to
-	// and from scratchPool; nil while they are released. Owned by the
-	// Reader.
-	box *readScratch
 }
 
-// readScratch carries a Reader's scratch slices while they sit in
-// scratchPool.
-type readScratch struct {
-	fields   []hpack.HeaderField
-	settings []Setting
-	debug    []byte
-}
+// framesPool holds the frames of idle Readers.
+var framesPool = sync.Pool{New: func() any { return new(frames) }}
 
-// scratchPool holds the scratch slices of idle Readers.
-var scratchPool = sync.Pool{New: func() any { return new(readScratch) }}
-
-// scratch makes sure the Reader holds its scratch slices, taking them back
-// from scratchPool after a shed.
+// scratch makes sure the Reader holds its frames, taking them from
+// framesPool after a shed.
 func (r *Reader) scratch() {
-	if r.box != nil {
-		return
+	if r.frames == nil {
+		r.frames = framesPool.Get().(*frames)
 	}
-	b := scratchPool.Get().(*readScratch)
-	r.hf.Fields, r.sf.Settings, r.gf.Debug = b.fields, b.settings, b.debug
-	b.fields, b.settings, b.debug = nil, nil, nil
-	r.box = b
 }
 
 // shed releases what an idle Reader need not hold while it waits for bytes:
-// its scratch slices and the HPACK decoder's. The dynamic table stays: the
-// peer refers to it. The frame returned last is invalid by then (the caller
-// is in the next ReadFrame).
+// its frames with their scratch slices, and the HPACK decoder's scratch. The
+// dynamic table stays: the peer refers to it. Inside a header block the
+// frames stay too (hf or ppf carries the block's first frame). The frame
+// returned last is invalid by then (the caller is in the next ReadFrame).
 func (r *Reader) shed() {
 	r.dec.ReleaseScratch()
-	b := r.box
-	if b == nil {
+	fr := r.frames
+	if fr == nil || r.contStream != 0 {
 		return
 	}
-	clear(r.hf.Fields) // do not pin the last block's strings
-	b.fields, b.settings, b.debug = r.hf.Fields[:0], r.sf.Settings[:0], r.gf.Debug[:0]
-	r.hf.Fields, r.sf.Settings, r.gf.Debug = nil, nil, nil
-	r.box = nil
-	scratchPool.Put(b)
+	clear(fr.hf.Fields) // do not pin the last block's strings
+	fr.hf.Fields = fr.hf.Fields[:0]
+	fr.df.Data = nil // the caller of ReadFrame owns it
+	r.frames = nil
+	framesPool.Put(fr)
 }
 
 // NewReader returns a Reader over src. When src is a ReadySource and pooling
@@ -374,6 +369,7 @@ func (r *Reader) readOne() (Frame, error) {
 	}
 	h := ReadFrameHeader(r.rb[r.r:])
 	r.r += HeaderLen
+	r.scratch()
 	if h.Length > r.maxFrame {
 		return nil, ErrFrameTooLarge
 	}
