@@ -179,10 +179,10 @@ func (r *Reader) finishBlock(block []byte) (Frame, error) {
 	return f, nil
 }
 
-// emit is the HPACK decoder's callback; NewReader stores it as r.emitFn.
-func (r *Reader) emit(hf hpack.HeaderField) {
-	if !r.discarding {
-		r.hf.Fields = append(r.hf.Fields, hf)
+// emit is the HPACK decoder's callback; framesPool stores it as emitFn.
+func (fr *frames) emit(hf hpack.HeaderField) {
+	if !fr.discarding {
+		fr.hf.Fields = append(fr.hf.Fields, hf)
 	}
 }
 

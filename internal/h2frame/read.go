@@ -73,14 +73,15 @@ var ErrFrameTooLarge = ConnError{ErrCodeFrameSize, "frame_too_large"}
 // (or while a frame is being assembled), so that an idle connection holds no
 // read memory; otherwise rbuf is taken once and freed by Close.
 type Reader struct {
-	src      io.Reader
-	ready    ReadySource   // non-nil in pooled mode
-	canTry   bool          // ready is a TryReadySource
-	canBound bool          // ready is a BoundedReadySource
-	noWait   bool          // inside TryReadFrame
-	wait     time.Duration // SetIdleWait's bound; 0: none
-	pool     *bufpool.Pool
-	rbSize   int
+	src        io.Reader
+	ready      ReadySource   // non-nil in pooled mode
+	canTry     bool          // ready is a TryReadySource
+	canBound   bool          // ready is a BoundedReadySource
+	noWait     bool          // inside TryReadFrame
+	contStream uint32        // stream whose CONTINUATION must come next; 0: none
+	wait       time.Duration // SetIdleWait's bound; 0: none
+	pool       *bufpool.Pool
+	rbSize     int
 
 	rbuf *bufpool.Buffer // the read buffer; owned by the Reader
 	rb   []byte          // borrowed from rbuf, valid while rbuf != nil
@@ -90,21 +91,17 @@ type Reader struct {
 	// buffer; owned by the Reader, freed as soon as the frame is parsed.
 	tmp *bufpool.Buffer
 
-	maxFrame   uint32
-	maxList    uint32
-	dec        *hpack.Decoder
-	emitFn     func(hpack.HeaderField) // r.emit, made once so Decode does not allocate
-	discarding bool                    // emit drops fields (PUSH_PROMISE blocks)
+	maxFrame uint32
+	maxList  uint32
+	dec      *hpack.Decoder
 
-	// Header block reassembly state, across CONTINUATION frames.
-	contPush   bool            // the open block belongs to a PUSH_PROMISE
-	contStream uint32          // stream whose CONTINUATION must come next; 0: none
-	block      *bufpool.Buffer // accumulated fragments; owned by the Reader
-	blockLen   int
-	contCount  int
-	contErr    StreamError // stream error to report once the block is decoded
+	// block accumulates the fragments of a header block split across
+	// CONTINUATION frames (the rest of the block's state is in frames);
+	// owned by the Reader.
+	block *bufpool.Buffer
 
 	err error // sticky connection-level error
+
 
 	// frames holds one frame value of each type, reused by every
 	// ReadFrame, with the scratch slices inside them (hf.Fields,
@@ -116,7 +113,8 @@ type Reader struct {
 	*frames
 }
 
-// frames is the part of a Reader that only a frame being read needs.
+// frames is the part of a Reader that only a frame being read needs: the
+// frame values and the state of an open header block.
 type frames struct {
 	df  DataFrame
 	hf  HeadersFrame
@@ -127,10 +125,25 @@ type frames struct {
 	pgf PingFrame
 	gf  GoAwayFrame
 	wf  WindowUpdateFrame
+
+	// Header block state, across CONTINUATION frames.
+	contErr    StreamError // stream error to report once the block is decoded
+	blockLen   int         // bytes in block
+	contCount  int         // CONTINUATION frames so far
+	contPush   bool        // the open block belongs to a PUSH_PROMISE
+	discarding bool        // emit drops fields (PUSH_PROMISE blocks)
+
+	// emitFn is emit bound to these frames, the HPACK decoder's callback,
+	// made once per frames so that Decode does not allocate.
+	emitFn func(hpack.HeaderField)
 }
 
 // framesPool holds the frames of idle Readers.
-var framesPool = sync.Pool{New: func() any { return new(frames) }}
+var framesPool = sync.Pool{New: func() any {
+	fr := new(frames)
+	fr.emitFn = fr.emit
+	return fr
+}}
 
 // scratch makes sure the Reader holds its frames, taking them from
 // framesPool after a shed.
@@ -189,7 +202,6 @@ func NewReader(src io.Reader, cfg ReaderConfig) *Reader {
 		tbl = DefaultHeaderTableLen
 	}
 	r.dec = hpack.NewDecoder(tbl)
-	r.emitFn = r.emit
 	return r
 }
 
@@ -278,7 +290,7 @@ func (r *Reader) fail(err error) error {
 	r.dropReadBuffer()
 	if r.block != nil {
 		r.block.Free()
-		r.block, r.blockLen, r.contStream = nil, 0, 0
+		r.block, r.contStream = nil, 0
 	}
 	return err
 }
