@@ -115,10 +115,12 @@ var mbMetric = metric{"MB/s", func(s *summary) float64 { return s.fig.MBPerSec }
 
 var idleMetrics = []metric{
 	{"server RSS B/conn", func(s *summary) float64 { return s.server.RSSBytesPerConn }, "%.0f"},
+	{"server marginal RSS B/conn", func(s *summary) float64 { return s.server.MarginalRSSBytesPerConn }, "%.0f"},
 	{"server heap B/conn", func(s *summary) float64 { return s.server.HeapBytesPerConn }, "%.0f"},
 	{"server stack B/conn", func(s *summary) float64 { return s.server.StackBytesPerConn }, "%.0f"},
 	{"server goroutines/conn", func(s *summary) float64 { return s.server.GoroutinesPerConn }, "%.2f"},
 	{"client RSS B/conn", func(s *summary) float64 { return s.client.RSSBytesPerConn }, "%.0f"},
+	{"client marginal RSS B/conn", func(s *summary) float64 { return s.client.MarginalRSSBytesPerConn }, "%.0f"},
 	{"client heap B/conn", func(s *summary) float64 { return s.client.HeapBytesPerConn }, "%.0f"},
 	{"client stack B/conn", func(s *summary) float64 { return s.client.StackBytesPerConn }, "%.0f"},
 	{"client goroutines/conn", func(s *summary) float64 { return s.client.GoroutinesPerConn }, "%.2f"},

@@ -65,6 +65,7 @@ func perConn(base, now memFigures, n int) *IdleSide {
 		HeapBytesPerConn:   float64(now.heap-base.heap) / d,
 		StackBytesPerConn:  float64(now.stack-base.stack) / d,
 		GoroutinesPerConn:  float64(now.goroutines-base.goroutines) / d,
+		RSSBytes:           now.rss,
 		BaselineRSSBytes:   base.rss,
 		BaselineGoroutines: base.goroutines,
 	}
@@ -133,27 +134,49 @@ func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err e
 		printHead(r.stderr, c.stderr.String(), 20)
 		return nil, nil, err
 	}
-	if _, err := cli.read(); err != nil {
-		return fail(cli, err)
+	// Two measurements: with the first half of the connections open and
+	// with all of them. Per connection is against the process before any
+	// connection; marginal is the slope between the two points, which
+	// leaves out what the first connections cost once per process (code
+	// pages faulted in, the runtime's caches of goroutines and spans).
+	half := n / 2
+	var sides [2][2]*IdleSide // [point][server, client]
+	for i, count := range []int{half, n} {
+		if _, err := cli.read(); err != nil { // the client's "ready"
+			return fail(cli, err)
+		}
+		cmd := "measure " + strconv.Itoa(count)
+		if err := srv.send(cmd); err != nil {
+			return fail(srv, err)
+		}
+		if err := cli.send(cmd); err != nil {
+			return fail(cli, err)
+		}
+		sm, err := srv.read()
+		if err != nil {
+			return fail(srv, err)
+		}
+		cm, err := cli.read()
+		if err != nil {
+			return fail(cli, err)
+		}
+		if sm.Side == nil || cm.Side == nil {
+			return nil, nil, fmt.Errorf("idle children answered without figures")
+		}
+		sides[i] = [2]*IdleSide{sm.Side, cm.Side}
+		if i == 0 {
+			if err := cli.send("more"); err != nil {
+				return fail(cli, err)
+			}
+		}
 	}
-	if err := srv.send("measure"); err != nil {
-		return fail(srv, err)
+	for j := range 2 {
+		first, last := sides[0][j], sides[1][j]
+		if d := float64(n - half); d > 0 {
+			last.MarginalRSSBytesPerConn = float64(last.RSSBytes-first.RSSBytes) / d
+		}
 	}
-	if err := cli.send("measure"); err != nil {
-		return fail(cli, err)
-	}
-	sm, err := srv.read()
-	if err != nil {
-		return fail(srv, err)
-	}
-	cm, err := cli.read()
-	if err != nil {
-		return fail(cli, err)
-	}
-	if sm.Side == nil || cm.Side == nil {
-		return nil, nil, fmt.Errorf("idle children answered without figures")
-	}
-	return sm.Side, cm.Side, nil
+	return sides[1][0], sides[1][1], nil
 }
 
 // idleChildFlags are the flags both idle children take.
@@ -196,17 +219,28 @@ func parseIdleChild(name string, args []string, stderr io.Writer) (*idleChildFla
 	return &f, im, nil
 }
 
-// serveCommands answers "measure" lines on stdin with the figures against
-// base, until stdin closes.
-func serveCommands(stdin io.Reader, enc *json.Encoder, base memFigures, f *idleChildFlags) {
+// serveCommands answers "measure N" lines on stdin with the figures
+// against base for N connections, and runs more on "more", until stdin
+// closes.
+func serveCommands(stdin io.Reader, enc *json.Encoder, base memFigures, f *idleChildFlags, more func()) {
 	in := bufio.NewScanner(stdin)
 	for in.Scan() {
-		if in.Text() == "measure" {
-			side := perConn(base, measureMem(f.settle), f.conns)
+		cmd, arg, _ := strings.Cut(in.Text(), " ")
+		switch cmd {
+		case "measure":
+			n, err := strconv.Atoi(arg)
+			if err != nil || n < 1 {
+				n = f.conns
+			}
+			side := perConn(base, measureMem(f.settle), n)
 			if f.heapProfile != "" {
 				writeHeapProfile(f.heapProfile)
 			}
 			enc.Encode(childMsg{Side: side})
+		case "more":
+			if more != nil {
+				more()
+			}
 		}
 	}
 }
@@ -229,7 +263,7 @@ func runIdleServer(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	}
 	base := measureMem(100 * time.Millisecond)
 	enc.Encode(childMsg{Addr: srv.addr})
-	serveCommands(stdin, enc, base, f)
+	serveCommands(stdin, enc, base, f, nil)
 	if err := srv.stop(); err != nil {
 		fmt.Fprintf(stderr, "warning: %v\n", err)
 	}
@@ -247,7 +281,9 @@ func runIdleClient(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	raiseFileLimit()
 	time.AfterFunc(10*time.Minute, func() { os.Exit(3) })
 	base := measureMem(100 * time.Millisecond)
-	closers, err := dialIdle(context.Background(), im, f.addr, f.conns, f.timeout)
+	// The first half now, the rest on "more" (see measureIdle).
+	half := f.conns / 2
+	var closers []func() error
 	defer func() {
 		if !within(15*time.Second, func() {
 			for _, c := range closers {
@@ -257,12 +293,20 @@ func runIdleClient(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 			fmt.Fprintf(stderr, "warning: %s client: closing idle connections did not finish within 15s\n", im.name)
 		}
 	}()
-	if err != nil {
-		enc.Encode(childMsg{Error: err.Error()})
+	dial := func(n int) bool {
+		cs, err := dialIdle(context.Background(), im, f.addr, n, f.timeout)
+		closers = append(closers, cs...)
+		if err != nil {
+			enc.Encode(childMsg{Error: err.Error()})
+			return false
+		}
+		enc.Encode(childMsg{Ready: true})
+		return true
+	}
+	if !dial(half) {
 		return 0
 	}
-	enc.Encode(childMsg{Ready: true})
-	serveCommands(stdin, enc, base, f)
+	serveCommands(stdin, enc, base, f, func() { dial(f.conns - half) })
 	return 0
 }
 

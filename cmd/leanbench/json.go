@@ -83,12 +83,17 @@ type Latency struct {
 // IdleSide is what one process (server or client) of the idle workload
 // costs per connection, against the same process with zero connections.
 type IdleSide struct {
-	RSSBytesPerConn    float64 `json:"rssBytesPerConn"`
-	HeapBytesPerConn   float64 `json:"heapBytesPerConn"`
-	StackBytesPerConn  float64 `json:"stackBytesPerConn"`
-	GoroutinesPerConn  float64 `json:"goroutinesPerConn"`
-	BaselineRSSBytes   int64   `json:"baselineRssBytes"`
-	BaselineGoroutines int     `json:"baselineGoroutines"`
+	RSSBytesPerConn   float64 `json:"rssBytesPerConn"`
+	HeapBytesPerConn  float64 `json:"heapBytesPerConn"`
+	StackBytesPerConn float64 `json:"stackBytesPerConn"`
+	GoroutinesPerConn float64 `json:"goroutinesPerConn"`
+	// MarginalRSSBytesPerConn is the slope of RSS between half and all
+	// of the connections: what one more idle connection costs, without
+	// the process's one-time costs of its first connections.
+	MarginalRSSBytesPerConn float64 `json:"marginalRssBytesPerConn"`
+	RSSBytes                int64   `json:"rssBytes"` // at the measurement
+	BaselineRSSBytes        int64   `json:"baselineRssBytes"`
+	BaselineGoroutines      int     `json:"baselineGoroutines"`
 }
 
 func currentEnv(args []string) Env {

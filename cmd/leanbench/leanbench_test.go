@@ -60,10 +60,15 @@ func TestRunSmall(t *testing.T) {
 		checkStackCell(t, out, cfg, f[7:], "leangrpc") // 7 columns per stack with MB/s
 	}
 	f := row(t, out, "srv RSS/conn", "idle", "20")
-	if g, err := strconv.ParseFloat(f[3], 64); err != nil || g <= 0 {
-		t.Errorf("idle: grpc-go server goroutines/conn %q, want a positive number", f[3])
+	// Per stack: srv RSS/conn, srv marginal, srv heap/conn, srv stack/conn,
+	// srv gor/conn, cli RSS/conn, cli marginal, cli gor/conn.
+	if g, err := strconv.ParseFloat(f[4], 64); err != nil || g <= 0 {
+		t.Errorf("idle: grpc-go server goroutines/conn %q, want a positive number", f[4])
 	}
-	checkStackCell(t, out, []string{"idle"}, f[6:], "leangrpc")
+	if m, err := strconv.ParseFloat(f[6], 64); err != nil || m <= 0 {
+		t.Errorf("idle: grpc-go client marginal RSS/conn %q, want a positive number", f[6])
+	}
+	checkStackCell(t, out, []string{"idle"}, f[8:], "leangrpc")
 
 	// JSON: exact field names, one result per stack and config.
 	b, err := os.ReadFile(jsonPath)
@@ -110,7 +115,7 @@ func TestRunSmall(t *testing.T) {
 					t.Errorf("%s idle: lacks %q", stack, side)
 					continue
 				}
-				for _, k := range []string{"rssBytesPerConn", "heapBytesPerConn", "stackBytesPerConn", "goroutinesPerConn"} {
+				for _, k := range []string{"rssBytesPerConn", "marginalRssBytesPerConn", "rssBytes", "heapBytesPerConn", "stackBytesPerConn", "goroutinesPerConn"} {
 					if _, ok := s[k].(float64); !ok {
 						t.Errorf("%s idle %s lacks %q", stack, side, k)
 					}

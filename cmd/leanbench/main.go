@@ -317,8 +317,9 @@ func progressSummary(res Result) string {
 		return s
 	}
 	if res.Server != nil && res.Client != nil {
-		return fmt.Sprintf("server %s B/conn RSS, %.2f goroutines/conn; client %s B/conn RSS, %.2f goroutines/conn",
-			compact(res.Server.RSSBytesPerConn), res.Server.GoroutinesPerConn, compact(res.Client.RSSBytesPerConn), res.Client.GoroutinesPerConn)
+		return fmt.Sprintf("server %s B/conn RSS (marginal %s), %.2f goroutines/conn; client %s B/conn RSS (marginal %s), %.2f goroutines/conn",
+			compact(res.Server.RSSBytesPerConn), compact(res.Server.MarginalRSSBytesPerConn), res.Server.GoroutinesPerConn,
+			compact(res.Client.RSSBytesPerConn), compact(res.Client.MarginalRSSBytesPerConn), res.Client.GoroutinesPerConn)
 	}
 	return ""
 }

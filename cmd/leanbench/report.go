@@ -105,12 +105,14 @@ func medianFigures(fs []*Figures) Figures {
 
 func medianIdle(xs []*IdleSide) IdleSide {
 	return IdleSide{
-		RSSBytesPerConn:    medianOf(xs, func(x *IdleSide) float64 { return x.RSSBytesPerConn }),
-		HeapBytesPerConn:   medianOf(xs, func(x *IdleSide) float64 { return x.HeapBytesPerConn }),
-		StackBytesPerConn:  medianOf(xs, func(x *IdleSide) float64 { return x.StackBytesPerConn }),
-		GoroutinesPerConn:  medianOf(xs, func(x *IdleSide) float64 { return x.GoroutinesPerConn }),
-		BaselineRSSBytes:   int64(medianOf(xs, func(x *IdleSide) float64 { return float64(x.BaselineRSSBytes) })),
-		BaselineGoroutines: int(medianOf(xs, func(x *IdleSide) float64 { return float64(x.BaselineGoroutines) })),
+		RSSBytesPerConn:         medianOf(xs, func(x *IdleSide) float64 { return x.RSSBytesPerConn }),
+		MarginalRSSBytesPerConn: medianOf(xs, func(x *IdleSide) float64 { return x.MarginalRSSBytesPerConn }),
+		RSSBytes:                int64(medianOf(xs, func(x *IdleSide) float64 { return float64(x.RSSBytes) })),
+		HeapBytesPerConn:        medianOf(xs, func(x *IdleSide) float64 { return x.HeapBytesPerConn }),
+		StackBytesPerConn:       medianOf(xs, func(x *IdleSide) float64 { return x.StackBytesPerConn }),
+		GoroutinesPerConn:       medianOf(xs, func(x *IdleSide) float64 { return x.GoroutinesPerConn }),
+		BaselineRSSBytes:        int64(medianOf(xs, func(x *IdleSide) float64 { return float64(x.BaselineRSSBytes) })),
+		BaselineGoroutines:      int(medianOf(xs, func(x *IdleSide) float64 { return float64(x.BaselineGoroutines) })),
 	}
 }
 
@@ -243,11 +245,11 @@ func printThroughput(w io.Writer, cfgs []config, names []string, ratios ratioPai
 }
 
 func printIdle(w io.Writer, cfgs []config, names []string, ratios ratioPair, sums map[config]map[string]*summary, notes *footnotes) {
-	cols := []string{"srv RSS/conn", "srv heap/conn", "srv stack/conn", "srv gor/conn", "cli RSS/conn", "cli gor/conn"}
+	cols := []string{"srv RSS/conn", "srv marginal", "srv heap/conn", "srv stack/conn", "srv gor/conn", "cli RSS/conn", "cli marginal", "cli gor/conn"}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var ratioCols []string
 	if ratios.ok() {
-		ratioCols = []string{"srv RSS", "srv gor", "cli RSS", "cli gor"}
+		ratioCols = []string{"srv RSS", "srv marg", "srv gor", "cli RSS", "cli marg", "cli gor"}
 	}
 	writeHeader(tw, []string{"workload", "conns"}, names, cols, ratioCols)
 	for _, c := range cfgs {
@@ -263,10 +265,12 @@ func printIdle(w io.Writer, cfgs []config, names []string, ratios ratioPair, sum
 			default:
 				row = append(row,
 					fmt.Sprintf("%.0f", s.server.RSSBytesPerConn),
+					fmt.Sprintf("%.0f", s.server.MarginalRSSBytesPerConn),
 					fmt.Sprintf("%.0f", s.server.HeapBytesPerConn),
 					fmt.Sprintf("%.0f", s.server.StackBytesPerConn),
 					fmt.Sprintf("%.2f", s.server.GoroutinesPerConn),
 					fmt.Sprintf("%.0f", s.client.RSSBytesPerConn),
+					fmt.Sprintf("%.0f", s.client.MarginalRSSBytesPerConn),
 					fmt.Sprintf("%.2f", s.client.GoroutinesPerConn))
 			}
 		}
@@ -275,11 +279,13 @@ func printIdle(w io.Writer, cfgs []config, names []string, ratios ratioPair, sum
 			if l != nil && g != nil && l.rounds > 0 && g.rounds > 0 {
 				row = append(row,
 					ratio(l.server.RSSBytesPerConn, g.server.RSSBytesPerConn),
+					ratio(l.server.MarginalRSSBytesPerConn, g.server.MarginalRSSBytesPerConn),
 					ratio(l.server.GoroutinesPerConn, g.server.GoroutinesPerConn),
 					ratio(l.client.RSSBytesPerConn, g.client.RSSBytesPerConn),
+					ratio(l.client.MarginalRSSBytesPerConn, g.client.MarginalRSSBytesPerConn),
 					ratio(l.client.GoroutinesPerConn, g.client.GoroutinesPerConn))
 			} else {
-				row = append(row, "-", "-", "-", "-")
+				row = append(row, repeat("-", len(ratioCols))...)
 			}
 		}
 		writeRow(tw, row)
