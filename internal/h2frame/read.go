@@ -166,7 +166,7 @@ func (r *Reader) shed() {
 	}
 	clear(fr.hf.Fields) // do not pin the last block's strings
 	fr.hf.Fields = fr.hf.Fields[:0]
-	fr.df.Data = nil // the caller of ReadFrame owns it
+	fr.df = DataFrame{} // the caller of ReadFrame owns its buffers
 	r.frames = nil
 	framesPool.Put(fr)
 }
