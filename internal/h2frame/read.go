@@ -102,7 +102,6 @@ type Reader struct {
 
 	err error // sticky connection-level error
 
-
 	// frames holds one frame value of each type, reused by every
 	// ReadFrame, with the scratch slices inside them (hf.Fields,
 	// sf.Settings, gf.Debug). It is taken from framesPool when a frame
