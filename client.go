@@ -97,7 +97,7 @@ type ClientConn struct {
 	unaryInt  grpc.UnaryClientInterceptor
 	streamInt grpc.StreamClientInterceptor
 	pool      *bufpool.Pool
-	h2cfg     h2conn.Config
+	h2cfg     *h2conn.Config // shared by the ClientConns of one configuration; read-only
 	userAgent string
 
 	// isClosed is closed, readable without mu. The ClientConn keeps no
@@ -179,7 +179,7 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	if cc.opts.bufferPool != nil {
 		cc.pool = bufpool.New(cc.opts.bufferPool)
 	}
-	cc.h2cfg = h2conn.Config{
+	cc.h2cfg = h2conn.SharedConfig(h2conn.Config{
 		InitialStreamWindow:          uint32(max(cc.opts.initialWindow, 0)),
 		MaxFrameSize:                 cc.opts.maxFrameSize,
 		InitialConnWindow:            uint32(max(cc.opts.initialConnWindow, 0)),
@@ -188,7 +188,7 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		KeepaliveTime:                cc.opts.kp.Time,
 		KeepaliveTimeout:             cc.opts.kp.Timeout,
 		KeepalivePermitWithoutStream: cc.opts.kp.PermitWithoutStream,
-	}
+	})
 	return cc, nil
 }
 
@@ -202,12 +202,8 @@ var errConnClosing = status.Error(codes.Canceled, "grpc: the client connection i
 // with Unavailable during the backoff, unless waitForReady, in which case
 // it waits for the next attempt until ctx ends.
 func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.Conn, *peer.Peer, error) {
-	if r := cc.ready.Load(); r != nil {
-		select {
-		case <-r.conn.GoingAway():
-		default:
-			return r.conn, r.peer, nil // the common case, without mu
-		}
+	if r := cc.ready.Load(); r != nil && !r.conn.IsGoingAway() {
+		return r.conn, r.peer, nil // the common case, without mu
 	}
 	for {
 		cc.mu.Lock()
@@ -216,15 +212,13 @@ func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.C
 			return nil, nil, errConnClosing
 		}
 		if c := cc.conn; c != nil {
-			select {
-			case <-c.GoingAway():
-				cc.setConn(nil, nil)
-				cc.old = append(pruneDone(cc.old), c)
-			default:
+			if !c.IsGoingAway() {
 				p := cc.peer
 				cc.mu.Unlock()
 				return c, p, nil
 			}
+			cc.setConn(nil, nil)
+			cc.old = append(pruneDone(cc.old), c)
 		}
 		if ch := cc.dialing; ch != nil {
 			cc.mu.Unlock()
@@ -353,7 +347,7 @@ func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, error) {
 		return nil, nil, err
 	}
 	nc = secured(raw, nc)
-	conn, err := h2conn.NewClientConn(nc, cc.h2cfg)
+	conn, err := h2conn.NewClientConn(nc, *cc.h2cfg)
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
@@ -412,9 +406,7 @@ func (cc *ClientConn) dropConn(c *h2conn.Conn) {
 func pruneDone(cs []*h2conn.Conn) []*h2conn.Conn {
 	out := cs[:0]
 	for _, c := range cs {
-		select {
-		case <-c.Done():
-		default:
+		if !c.Ended() {
 			out = append(out, c)
 		}
 	}

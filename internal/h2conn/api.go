@@ -147,6 +147,14 @@ func (c *Conn) Serve() error { return c.serve() }
 // then).
 func (c *Conn) ServeAsync(onEnd func()) { c.serveAsync(onEnd) }
 
+// SharedConfig returns a read-only copy of cfg, normalized, that is shared
+// with every caller and connection of the same configuration, so that an
+// owner of many connections need not keep a Config of its own each.
+func SharedConfig(cfg Config) *Config {
+	cfg.normalize()
+	return internConfig(cfg)
+}
+
 // NewClientConn writes the client preface and SETTINGS on nc and starts the
 // connection's reading goroutine. It does not wait for the server's
 // SETTINGS.
@@ -201,6 +209,13 @@ func (c *Conn) Done() <-chan struct{} { return c.doneChan() }
 // GoingAway is closed once the connection accepts no new streams: a GOAWAY
 // was received or sent, or the connection ended.
 func (c *Conn) GoingAway() <-chan struct{} { return c.goingAwayChan() }
+
+// IsGoingAway reports whether GoingAway is closed, without a lock or a
+// channel: a client checks it before every call.
+func (c *Conn) IsGoingAway() bool { return c.state.Load()&stateAway != 0 }
+
+// Ended reports whether Done is closed, without a lock or a channel.
+func (c *Conn) Ended() bool { return c.state.Load()&stateEnded != 0 }
 
 // Err returns the error that ended the connection, or nil while it is up.
 func (c *Conn) Err() error { return c.err() }

@@ -34,14 +34,11 @@ type Conn struct {
 	fr *h2frame.Reader // owned by the run loop
 	fw *h2frame.Writer // owned by the holder of the write role
 
-	// done is closed when the reader stopped and all is released. Made
-	// by newConn for a client (read without mu); a server's is made on
-	// demand by Done, guarded by mu.
-	done chan struct{}
-	// goingAway is closed once no new streams are accepted. A client's is
-	// made by newConn and never replaced (GoingAway reads it without mu); a
-	// server's is made on demand by GoingAway, guarded by mu.
-	goingAway chan struct{}
+	// notify holds the Done and GoingAway channels, made on demand
+	// (nil until then); guarded by mu. state mirrors ended and away for
+	// Ended and IsGoingAway, which take no lock.
+	notify *connNotify
+	state  atomic.Uint32 // stateAway | stateEnded
 
 	role Role
 
@@ -52,11 +49,11 @@ type Conn struct {
 	resetCount  int32  // resets within the current resetWindow
 	inflow      inflow // connection receive window; given back on receipt
 	bdp         bdpEstimator
-	resetStart  time.Time
+	resetStart  int64        // unix nanoseconds the current resetWindow began
 	lastRead    atomic.Int64 // unix nanoseconds of the last frame read, when keepaliveOn
 
 	mu       sync.Mutex
-	idleCond sync.Cond // signalled when writing becomes false; uses mu
+	idleCond waitCond // signalled when writing becomes false; uses mu
 
 	// Guarded by mu (fields are ordered to pack small ones).
 	writing         bool // someone holds the write role
@@ -205,10 +202,6 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 		handler: h,
 	}
 	c.idleCond.L = &c.mu
-	if role == RoleClient {
-		c.goingAway = make(chan struct{})
-		c.done = make(chan struct{})
-	}
 	c.fr = h2frame.NewReader(wc, h2frame.ReaderConfig{
 		Pool:               cfg.Pool,
 		MaxFrameSize:       cfg.MaxFrameSize,
@@ -350,26 +343,40 @@ func (c *Conn) finish() {
 	c.fr.Close()
 	c.mu.Lock()
 	c.ended = true
-	if c.done != nil {
-		close(c.done)
+	c.state.Or(stateEnded)
+	if n := c.notify; n != nil && n.done != nil {
+		close(n.done)
 	}
 	c.mu.Unlock()
 }
 
 // doneChan is Done.
 func (c *Conn) doneChan() <-chan struct{} {
-	if c.role == RoleClient {
-		return c.done
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.done == nil {
-		c.done = make(chan struct{})
+	n := c.notifyLocked()
+	if n.done == nil {
+		n.done = make(chan struct{})
 		if c.ended {
-			close(c.done)
+			close(n.done)
 		}
 	}
-	return c.done
+	return n.done
+}
+
+// connNotify holds a Conn's Done and GoingAway channels, which few conns
+// are ever asked for; guarded by the Conn's mu.
+type connNotify struct {
+	done      chan struct{} // closed when the reader stopped and all is released
+	goingAway chan struct{} // closed once no new streams are accepted
+}
+
+// notifyLocked returns c.notify, making it if needed.
+func (c *Conn) notifyLocked() *connNotify {
+	if c.notify == nil {
+		c.notify = new(connNotify)
+	}
+	return c.notify
 }
 
 // readError converts an error from the frame reader into the error that
@@ -691,8 +698,8 @@ func (c *Conn) resetStream(id uint32, code h2frame.ErrCode, reason string) *Erro
 
 // countReset enforces maxResetsPerWindow.
 func (c *Conn) countReset() *Error {
-	now := time.Now()
-	if now.Sub(c.resetStart) > resetWindow {
+	now := time.Now().UnixNano()
+	if time.Duration(now-c.resetStart) > resetWindow {
 		c.resetStart, c.resetCount = now, 0
 	}
 	c.resetCount++
@@ -891,25 +898,24 @@ func (c *Conn) closeGoingAwayLocked() {
 		return
 	}
 	c.away = true
-	if c.goingAway != nil {
-		close(c.goingAway)
+	c.state.Or(stateAway)
+	if n := c.notify; n != nil && n.goingAway != nil {
+		close(n.goingAway)
 	}
 }
 
 // goingAwayChan is GoingAway.
 func (c *Conn) goingAwayChan() <-chan struct{} {
-	if c.role == RoleClient {
-		return c.goingAway
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.goingAway == nil {
-		c.goingAway = make(chan struct{})
+	n := c.notifyLocked()
+	if n.goingAway == nil {
+		n.goingAway = make(chan struct{})
 		if c.away {
-			close(c.goingAway)
+			close(n.goingAway)
 		}
 	}
-	return c.goingAway
+	return n.goingAway
 }
 
 // hasSetting reports whether f carries the setting id.
@@ -920,4 +926,37 @@ func hasSetting(f *h2frame.SettingsFrame, id h2frame.SettingID) bool {
 		}
 	}
 	return false
+}
+
+// Bits of Conn.state.
+const (
+	stateAway  = 1 << iota // closeGoingAwayLocked ran
+	stateEnded             // finish ran
+)
+
+// waitCond is a condition variable like sync.Cond at a third of its size:
+// the channel is made by the first waiter. Its methods are called with L
+// held.
+type waitCond struct {
+	L  *sync.Mutex
+	ch chan struct{} // closed by Broadcast; nil when nobody waits; guarded by L
+}
+
+// Broadcast wakes every waiter.
+func (w *waitCond) Broadcast() {
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+}
+
+// Wait unlocks L, waits for the next Broadcast and locks L again.
+func (w *waitCond) Wait() {
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	ch := w.ch
+	w.L.Unlock()
+	<-ch
+	w.L.Lock()
 }

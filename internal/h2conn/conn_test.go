@@ -440,8 +440,8 @@ func TestIdleAsyncNoGoroutine(t *testing.T) {
 		if nf != 0 || sm != nil || cc != 0 || st != nil {
 			t.Errorf("%v idle: %d free streams, streams map %v, ctrl cap %d, settings timer %v; want all dropped", c.role, nf, sm, cc, st)
 		}
-		if c.role == RoleServer && (c.done != nil || c.goingAway != nil) {
-			t.Errorf("server made its Done or GoingAway channel before anyone asked")
+		if c.notify != nil {
+			t.Errorf("%v made its Done or GoingAway channel before anyone asked", c.role)
 		}
 	}
 	for i := range 3 {
@@ -465,6 +465,9 @@ func TestIdleAsyncNoGoroutine(t *testing.T) {
 	case <-p.client.Done():
 	case <-time.After(3 * time.Second):
 		t.Fatal("idle client did not see the server's close")
+	}
+	if !p.client.Ended() || !p.client.IsGoingAway() || !p.server.Ended() {
+		t.Errorf("after the end: client Ended %v, IsGoingAway %v; server Ended %v", p.client.Ended(), p.client.IsGoingAway(), p.server.Ended())
 	}
 	p.client.Close()
 	checkLeaks(t, p.pool, g)
@@ -749,35 +752,44 @@ func TestConfigInterned(t *testing.T) {
 	}
 }
 
-// A server makes its GoingAway channel on demand; one taken before the
-// end and one taken after are both closed.
-func TestServerGoingAwayLazy(t *testing.T) {
-	a, b := net.Pipe()
-	defer b.Close()
-	go io.Copy(io.Discard, b) // takes the GOAWAY of Close
-	c := newConn(a, Config{Pool: bufpool.New(nil)}, RoleServer, nil)
-	if c.goingAway != nil {
-		t.Fatal("server conn made its GoingAway channel up front")
-	}
-	before := c.GoingAway()
-	select {
-	case <-before:
-		t.Fatal("GoingAway closed on a live conn")
-	default:
-	}
-	c.Close()
-	for _, ch := range []<-chan struct{}{before, c.GoingAway()} {
-		select {
-		case <-ch:
-		default:
-			t.Fatal("GoingAway open after Close")
+// A conn of either role makes its GoingAway and Done channels on demand;
+// one taken before the end and one taken after are both closed, and
+// IsGoingAway and Ended agree with them.
+func TestGoingAwayLazy(t *testing.T) {
+	for _, role := range []Role{RoleServer, RoleClient} {
+		a, b := net.Pipe()
+		go io.Copy(io.Discard, b) // takes the GOAWAY of Close
+		c := newConn(a, Config{Pool: bufpool.New(nil)}, role, nil)
+		if c.notify != nil {
+			t.Fatalf("%v conn made its channels up front", role)
 		}
+		before := c.GoingAway()
+		select {
+		case <-before:
+			t.Fatalf("%v: GoingAway closed on a live conn", role)
+		default:
+		}
+		if c.IsGoingAway() || c.Ended() {
+			t.Fatalf("%v: IsGoingAway %v, Ended %v on a live conn", role, c.IsGoingAway(), c.Ended())
+		}
+		c.Close()
+		for _, ch := range []<-chan struct{}{before, c.GoingAway()} {
+			select {
+			case <-ch:
+			default:
+				t.Fatalf("%v: GoingAway open after Close", role)
+			}
+		}
+		if !c.IsGoingAway() {
+			t.Fatalf("%v: IsGoingAway false after Close", role)
+		}
+		b.Close()
 	}
 }
 
-// Conn stays within the 768-byte size class.
+// Conn stays within the 640-byte size class.
 func TestConnSize(t *testing.T) {
-	if n := unsafe.Sizeof(Conn{}); n > 768 {
-		t.Fatalf("Conn is %d bytes, want at most 768", n)
+	if n := unsafe.Sizeof(Conn{}); n > 640 {
+		t.Fatalf("Conn is %d bytes, want at most 640", n)
 	}
 }

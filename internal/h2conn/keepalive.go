@@ -11,13 +11,19 @@ import (
 type timers struct {
 	settings  *time.Timer // SETTINGS ACK timeout
 	keepalive *time.Timer // client (or server) keepalive ping
-	kaWaiting bool        // keepalive fired a PING and waits for the ACK
-	idle      *time.Timer // server MaxConnectionIdle
-	age       *time.Timer // server MaxConnectionAge
-	grace     *time.Timer // server MaxConnectionAgeGrace
 	shutdown  *time.Timer // second phase of a graceful shutdown
 	drain     *time.Timer // close after the peer's GOAWAY if it does not
+	age       *ageTimers  // nil unless MaxConnectionIdle or MaxConnectionAge is set
 	kaSentAt  int64       // unix nanoseconds the keepalive PING went out
+	kaWaiting bool        // keepalive fired a PING and waits for the ACK
+}
+
+// ageTimers are a server's connection lifetime timers, which most servers
+// do not configure: a separate allocation keeps them out of every Conn.
+type ageTimers struct {
+	idle  *time.Timer // server MaxConnectionIdle
+	age   *time.Timer // server MaxConnectionAge
+	grace *time.Timer // server MaxConnectionAgeGrace
 }
 
 // keepaliveParams returns the role's keepalive ping settings.
@@ -35,20 +41,29 @@ func (c *Conn) startTimersLocked() {
 	if every, _, _ := c.keepaliveParams(); every > 0 {
 		c.timers.keepalive = time.AfterFunc(every, c.onKeepalive)
 	}
-	if c.role == RoleServer {
+	if c.role == RoleServer && (c.cfg.MaxConnectionIdle > 0 || c.cfg.MaxConnectionAge > 0) {
+		a := new(ageTimers)
+		c.timers.age = a
 		if c.cfg.MaxConnectionIdle > 0 {
-			c.timers.idle = time.AfterFunc(c.cfg.MaxConnectionIdle, c.onIdleTimer)
+			a.idle = time.AfterFunc(c.cfg.MaxConnectionIdle, c.onIdleTimer)
 		}
 		if c.cfg.MaxConnectionAge > 0 {
-			c.timers.age = time.AfterFunc(c.cfg.MaxConnectionAge, c.onMaxAge)
+			a.age = time.AfterFunc(c.cfg.MaxConnectionAge, c.onMaxAge)
 		}
 	}
 }
 
 func (c *Conn) stopTimersLocked() {
-	for _, t := range [...]*time.Timer{c.timers.settings, c.timers.keepalive, c.timers.idle, c.timers.age, c.timers.grace, c.timers.shutdown, c.timers.drain} {
+	for _, t := range [...]*time.Timer{c.timers.settings, c.timers.keepalive, c.timers.shutdown, c.timers.drain} {
 		if t != nil {
 			t.Stop()
+		}
+	}
+	if a := c.timers.age; a != nil {
+		for _, t := range [...]*time.Timer{a.idle, a.age, a.grace} {
+			if t != nil {
+				t.Stop()
+			}
 		}
 	}
 }
@@ -113,7 +128,7 @@ func (c *Conn) onIdleTimer() {
 	}
 	if c.numLocal+c.numPeer == 0 {
 		if left := c.cfg.MaxConnectionIdle - timeNow().Sub(c.idleSince); left > 0 {
-			c.timers.idle.Reset(left)
+			c.timers.age.idle.Reset(left)
 			c.mu.Unlock()
 			return
 		}
@@ -121,7 +136,7 @@ func (c *Conn) onIdleTimer() {
 		c.gracefulShutdown()
 		return
 	}
-	c.timers.idle.Reset(c.cfg.MaxConnectionIdle)
+	c.timers.age.idle.Reset(c.cfg.MaxConnectionIdle)
 	c.mu.Unlock()
 }
 
@@ -131,7 +146,7 @@ func (c *Conn) onMaxAge() {
 	if c.cfg.MaxConnectionAgeGrace > 0 {
 		c.mu.Lock()
 		if !c.closing {
-			c.timers.grace = time.AfterFunc(c.cfg.MaxConnectionAgeGrace, func() {
+			c.timers.age.grace = time.AfterFunc(c.cfg.MaxConnectionAgeGrace, func() {
 				c.fail(&Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorUser, Reason: "max_connection_age"})
 			})
 		}

@@ -13,18 +13,17 @@ import (
 )
 
 // TestWriterSmallBatches checks the write buffer tiers: batches that stay in
-// the inline buffer, move to a small buffer, and move on to pooled buffers
-// all reach the sink in one contiguous write with the same bytes as frames
+// a small buffer and those that move on to pooled buffers all reach the sink in one contiguous write with the same bytes as frames
 // encoded one by one, and no Writer keeps a small or pooled buffer after the
 // Flush.
 func TestWriterSmallBatches(t *testing.T) {
 	for _, sizes := range [][]int{
-		{0},                   // a SETTINGS ack alone
-		{100},                 // inline
-		{tinyWriteBufferSize}, // first write too large for the inline buffer
-		{50, 50, 50},          // inline, then moved to a small buffer
-		{100, 800},            // moved to a small buffer, filled to the brim
-		{100, 500, 500},       // inline, small, then a pooled buffer
+		{0},             // a SETTINGS ack alone
+		{100},           // small
+		{50, 50, 50},    // small
+		{100, 800},      // small, filled to the brim
+		{100, 500, 500}, // small, then a pooled buffer
+		{2000},          // pooled at once
 		{900, 900, 900},
 		{smallWriteBufferSize},
 	} {
@@ -192,6 +191,9 @@ func TestReaderKeepsFramesInsideBlock(t *testing.T) {
 	}
 	if r.frames != nil {
 		t.Error("idle Reader holds its frames")
+	}
+	if sz := unsafe.Sizeof(Writer{}); sz > 192 {
+		t.Errorf("Writer is %d bytes, want at most 192 (what an idle connection holds)", sz)
 	}
 	if sz := unsafe.Sizeof(*r); sz > 192 {
 		t.Errorf("Reader is %d bytes, want at most 192 (what an idle connection holds)", sz)

@@ -53,12 +53,10 @@ type WriterConfig struct {
 // Small batches avoid the bufpool's reference-counted buffers (a round trip
 // costs about 40 ns, the cost of the whole frame encoding) without pinning
 // memory on idle connections:
-//   - a first write of at most tinyWriteBufferSize bytes (a PING ack, a
-//     window update, a SETTINGS ack, a ~100-byte message) goes into a
-//     buffer inline in the Writer, which costs every connection 128 bytes;
-//   - a batch of at most smallWriteBufferSize bytes (a small unary response)
-//     goes into a 1 KiB buffer from a package-wide sync.Pool, taken when the
-//     batch outgrows the inline one and put back by the Flush;
+//   - a batch of at most smallWriteBufferSize bytes (a PING ack, a window
+//     update, a small unary response) goes into a 1 KiB buffer from a
+//     package-wide sync.Pool, taken by the first write and put back by the
+//     Flush, so that the Writer holds no write buffer between flushes;
 //   - anything larger goes into pooled write buffers.
 //
 // Queued bytes are a list of segments (iov): runs of encoded frames in the
@@ -72,13 +70,12 @@ type Writer struct {
 	peerMax uint32
 	netBufs bool // dst is a *net.TCPConn or *net.UnixConn: writev via net.Buffers
 
-	cur   *bufpool.Buffer           // current pooled write buffer, or nil; owned by the Writer until Flush
-	wb    []byte                    // borrowed from cur or small: the current write buffer; len = bytes queued in it
-	small *smallBuf                 // write buffer of a small batch, or nil; owned by the Writer until Flush
-	tiny  [tinyWriteBufferSize]byte // first write buffer of a flush, for tiny batches
-	seg   int                       // wb[seg:] is not yet in iov
-	iov   [][]byte                  // queued segments, borrowed from the buffers in held
-	held  []*bufpool.Buffer         // one reference each, dropped by the next Flush
+	cur   *bufpool.Buffer   // current pooled write buffer, or nil; owned by the Writer until Flush
+	wb    []byte            // borrowed from cur or small: the current write buffer; len = bytes queued in it
+	small *smallBuf         // write buffer of a small batch, or nil; owned by the Writer until Flush
+	seg   int               // wb[seg:] is not yet in iov
+	iov   [][]byte          // queued segments, borrowed from the buffers in held
+	held  []*bufpool.Buffer // one reference each, dropped by the next Flush
 
 	copyMin int // copyThreshold; a field so that benchmarks can move it
 	queued  int
@@ -132,21 +129,15 @@ type smallBuf [smallWriteBufferSize]byte
 var smallBufs = sync.Pool{New: func() any { return new(smallBuf) }}
 
 // room makes sure the current write buffer has n free bytes. The first
-// write after a Flush uses the inline tiny buffer when it fits; a batch that
-// is still one contiguous run and fits smallWriteBufferSize moves to a small
-// buffer; after that, or when full, a buffer is taken from the pool.
+// write after a Flush takes a small buffer when it fits there; after that,
+// or when full, a buffer is taken from the pool.
 func (w *Writer) room(n int) {
 	if cap(w.wb)-len(w.wb) >= n {
 		return
 	}
-	if w.wb == nil && n <= tinyWriteBufferSize {
-		w.wb, w.seg = w.tiny[:0], 0
-		return
-	}
-	if w.small == nil && w.cur == nil && len(w.iov) == 0 && len(w.wb)+n <= smallWriteBufferSize {
-		// Nothing is segmented yet (seg is 0): move the run along.
+	if w.wb == nil && n <= smallWriteBufferSize {
 		w.small = smallBufs.Get().(*smallBuf)
-		w.wb = append(w.small[:0], w.wb...)
+		w.wb, w.seg = w.small[:0], 0
 		return
 	}
 	w.cut()
