@@ -253,7 +253,7 @@ func (s *ClientStream) Recv() (Message, error) {
 		if n := s.parser.TakeExpect(); n > 0 {
 			s.st.ExpectMessage(n)
 		}
-		b, err := s.st.Recv()
+		b, err := s.recvPayload()
 		if err == io.EOF {
 			s.recvEOF = true
 			continue
@@ -319,3 +319,16 @@ func (s *ClientStream) Abort() {
 
 // Ended reports whether the call's final status is known to RecvMsg.
 func (s *ClientStream) Ended() bool { return s.ended }
+
+// recvPayload returns the stream's next payload for the parser (an owned
+// buffer), or nil after DATA landed straight in the message the parser
+// gathers.
+func (s *ClientStream) recvPayload() (*bufpool.Buffer, error) {
+	dst, from, to := s.parser.Sink()
+	if dst == nil {
+		return s.st.Recv()
+	}
+	b, n, err := s.st.RecvInto(dst, from, to)
+	s.parser.Landed(n)
+	return b, err
+}

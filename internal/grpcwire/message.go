@@ -144,6 +144,27 @@ func (p *Parser) Push(b *bufpool.Buffer) {
 	p.pushFrom(chunk{m: b.Mem()}, skip)
 }
 
+// Sink reports where the transport may write the message being gathered
+// (h2conn.Stream.RecvInto): its buffer b, borrowed and valid until the next
+// Next or Close, and the range [from, to) of it still to come. b is nil when
+// no message is being gathered.
+func (p *Parser) Sink() (b *bufpool.Buffer, from, to int) {
+	if p.asm == nil || p.asmN >= p.length {
+		return nil, 0, 0
+	}
+	return p.asm, p.asmN, p.length
+}
+
+// Landed records that the transport wrote the next n bytes of the message
+// being gathered into Sink's buffer at from. n beyond the range is ignored.
+func (p *Parser) Landed(n int) {
+	if p.asm == nil || n <= 0 || n > p.length-p.asmN {
+		return
+	}
+	p.asmN += n
+	p.avail += n
+}
+
 // fill copies what the message being gathered still lacks from the head of
 // src into asm and returns how many bytes it took.
 func (p *Parser) fill(src []byte) int {
@@ -235,10 +256,11 @@ func (p *Parser) Next() (msg Message, ok bool, err error) {
 		}
 	}
 	if p.avail < p.length {
-		if p.asm == nil && p.avail > 0 {
-			// The message has begun and spans payloads: gather it from
-			// here on (when nothing of it has arrived yet it may still
-			// come in one payload, viewed without a copy).
+		if p.asm == nil && (p.avail > 0 || p.length >= gatherEarly) {
+			// The message spans payloads, or may: gather it from here on,
+			// letting its frames land in the buffer (Sink). A short one of
+			// which nothing has arrived may still come in one payload,
+			// viewed without a copy.
 			p.gather()
 		}
 		return Message{}, false, nil
@@ -254,6 +276,13 @@ func (p *Parser) Next() (msg Message, ok bool, err error) {
 	p.havePrefix = false
 	return msg, true, nil
 }
+
+// gatherEarly is the message length from which gathering starts before any
+// byte of the message has arrived. Frames of such messages are read into
+// the gathering buffer (h2frame's sinkMinData and up) at the cost of the one
+// copy out of the read buffer a payload of its own costs anyway, so
+// gathering never costs a copy more than viewing.
+const gatherEarly = 4 << 10
 
 // gather starts gathering the current message into one pooled buffer,
 // moving every queued byte (all of them belong to it) there.

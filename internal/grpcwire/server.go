@@ -222,7 +222,7 @@ func (s *ServerStream) recv() (Message, error) {
 		if n := s.parser.TakeExpect(); n > 0 {
 			s.st.ExpectMessage(n)
 		}
-		b, err := s.st.Recv()
+		b, err := s.recvPayload()
 		if err == io.EOF {
 			s.recvEOF = true
 			continue
@@ -374,4 +374,17 @@ func (s *ServerStream) SkipMsg() error {
 	}
 	msg.Free()
 	return nil
+}
+
+// recvPayload returns the stream's next payload for the parser (an owned
+// buffer), or nil after DATA landed straight in the message the parser
+// gathers.
+func (s *ServerStream) recvPayload() (*bufpool.Buffer, error) {
+	dst, from, to := s.parser.Sink()
+	if dst == nil {
+		return s.st.Recv()
+	}
+	b, n, err := s.st.RecvInto(dst, from, to)
+	s.parser.Landed(n)
+	return b, err
 }

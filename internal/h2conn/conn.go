@@ -209,6 +209,7 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 		MaxHeaderTableSize: cfg.HeaderTableSize,
 		NoPooledReads:      !cfg.PooledReads,
 	})
+	c.fr.SetDataSink((*connSink)(c)) // DATA of a gathered message lands in its buffer (sink.go)
 	c.fw = h2frame.NewWriter(wc, h2frame.WriterConfig{Pool: cfg.Pool})
 	c.peer = peerSettings{
 		headerTableSize:      h2frame.DefaultHeaderTableLen,
@@ -492,6 +493,9 @@ func (c *Conn) dispatch(f h2frame.Frame) *Error {
 			if df, ok := f.(*h2frame.DataFrame); ok && df.Data != nil {
 				df.Data.Free() // the frame's payload; owned by us, dropped
 			}
+			if df, ok := f.(*h2frame.DataFrame); ok && df.Sink != nil {
+				df.Sink.Free() // the landing's reference (sink.go)
+			}
 			return connErr(h2frame.ErrCodeProtocol, "first_frame_not_settings")
 		}
 		c.sawSettings = true
@@ -562,6 +566,9 @@ func (c *Conn) wasClosedLocked(id uint32) bool {
 
 // onData handles a DATA frame. f.Data is owned by us from here on.
 func (c *Conn) onData(f *h2frame.DataFrame) *Error {
+	if f.Sink != nil {
+		defer f.Sink.Free() // the landing's reference, whatever becomes of the frame (sink.go)
+	}
 	b := f.Data
 	id := f.StreamID
 	end := f.EndStream()
@@ -572,9 +579,9 @@ func (c *Conn) onData(f *h2frame.DataFrame) *Error {
 		}
 		return connErr(h2frame.ErrCodeFlowControl, "conn_window_exceeded")
 	}
-	n := 0
+	n := int(f.Landed)
 	if b != nil {
-		n = b.Len()
+		n += b.Len()
 	}
 	if n == 0 && !end {
 		c.emptyData++
@@ -650,13 +657,7 @@ func (c *Conn) onData(f *h2frame.DataFrame) *Error {
 		}
 		return c.resetStream(id, h2frame.ErrCodeProtocol, "content_length_mismatch")
 	}
-	if b != nil {
-		if n == 0 {
-			b.Free() // empty payload: nothing to deliver
-		} else {
-			s.recvQ.push(b) // the stream's receive queue now owns b; Recv hands it on
-		}
-	}
+	c.deliverLocked(s, f, b, end) // takes ownership of b
 	if end {
 		s.recvEOF = true
 	}

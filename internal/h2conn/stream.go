@@ -48,8 +48,17 @@ type Stream struct {
 	headersSent bool
 	endQueued   bool // END_STREAM was handed to the send slot
 
-	recvQ        bufQueue // owned buffers, handed out by Recv
-	recvEOF      bool     // the peer ended the stream; Recv returns io.EOF once recvQ is empty
+	recvQ bufQueue // owned buffers, handed out by Recv
+	// The registration RecvInto makes (sink.go): data lands in
+	// sink.Bytes()[sinkOff:sinkEnd]; sinkGot bytes landed and are not yet
+	// reported to the receiver; the first sinkLead buffers of recvQ
+	// precede them.
+	sink         *bufpool.Buffer // one reference owned by the stream; nil: no registration
+	sinkOff      int             // next landing offset, reserved by DataDest
+	sinkEnd      int
+	sinkGot      int
+	sinkLead     int
+	recvEOF      bool // the peer ended the stream; Recv returns io.EOF once recvQ is empty
 	recvWaiting  bool
 	gotHeaders   bool // client: response headers arrived
 	trailersOnly bool // client: the response headers ended the stream
@@ -138,11 +147,18 @@ func (s *Stream) signalSend() {
 
 // bufQueue is a FIFO of owned buffers.
 type bufQueue struct {
-	q    []*bufpool.Buffer
-	head int
+	q     []*bufpool.Buffer
+	head  int
+	bytes int // queued bytes
 }
 
-func (q *bufQueue) push(b *bufpool.Buffer) { q.q = append(q.q, b) }
+func (q *bufQueue) push(b *bufpool.Buffer) {
+	q.q = append(q.q, b)
+	q.bytes += b.Len()
+}
+
+// len reports how many buffers are queued.
+func (q *bufQueue) len() int { return len(q.q) - q.head }
 
 func (q *bufQueue) pop() *bufpool.Buffer {
 	if q.head == len(q.q) {
@@ -151,6 +167,7 @@ func (q *bufQueue) pop() *bufpool.Buffer {
 	b := q.q[q.head]
 	q.q[q.head] = nil
 	q.head++
+	q.bytes -= b.Len()
 	if q.head == len(q.q) {
 		q.q, q.head = q.q[:0], 0
 	}
@@ -180,6 +197,7 @@ func (c *Conn) setStateLocked(s *Stream, st streamState) {
 		// to stop sending with RST_STREAM(NO_ERROR) (RFC 9113 §8.1).
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: s.id, code: h2frame.ErrCodeNo}, false)
 		s.recvQ.freeAll()
+		s.dropSinkLocked()
 		s.err = &Error{Code: h2frame.ErrCodeNo, StreamID: s.id, Initiator: InitiatorEngine, Reason: "response_complete"}
 		s.state = stateClosed
 		c.streamClosedLocked(s)
@@ -229,8 +247,10 @@ func (c *Conn) failStreamLocked(s *Stream, err *Error) func(error) {
 	}
 	if err.Initiator == InitiatorUser || !s.recvEOF {
 		s.recvQ.freeAll() // queued payloads nobody will read
+		s.dropSinkLocked()
 		s.recvEOF = false
 	}
+	s.endSinkLocked() // nothing lands in a failed stream
 	c.setStateLocked(s, stateClosed)
 	s.signalRecv()
 	s.signalSend()
@@ -379,15 +399,16 @@ func (s *Stream) recvHeaders() ([]hpack.HeaderField, bool, error) {
 func (s *Stream) recv() (*bufpool.Buffer, error) {
 	c := s.conn
 	c.mu.Lock()
+	if s.sink != nil || s.sinkGot > 0 || s.sinkLead > 0 {
+		// The receiver gathers no more (RecvInto's receiver gave up): what
+		// landed is dropped, and given back to the window.
+		s.creditLocked(s.sinkGot)
+		s.dropSinkLocked()
+	}
 	for {
 		if b := s.recvQ.pop(); b != nil {
 			// b leaves the receive queue: the caller owns it now.
-			if !s.recvEOF && s.err == nil {
-				if inc := s.in.credit(b.Len(), c.streamWindow); inc > 0 {
-					c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: s.id, val: inc}, false)
-					c.flushLocked()
-				}
-			}
+			s.creditLocked(b.Len())
 			c.mu.Unlock()
 			return b, nil
 		}
@@ -510,6 +531,7 @@ func (s *Stream) reset(code h2frame.ErrCode) {
 	c.mu.Lock()
 	if s.state == stateClosed {
 		s.recvQ.freeAll() // the user gives up on what is left
+		s.dropSinkLocked()
 		s.recvEOF = false
 		if s.err == nil {
 			s.err = &Error{Code: code, StreamID: s.id, Initiator: InitiatorUser, Reason: "reset"}
@@ -592,6 +614,7 @@ func (s *Stream) release() {
 		}
 	}
 	s.recvQ.freeAll()
+	s.dropSinkLocked()
 	keep := maxFreeStreams
 	if c.numLocal+c.numPeer == 0 {
 		keep = idleFreeStreams

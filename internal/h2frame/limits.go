@@ -46,6 +46,13 @@ const (
 	// costs well under the one read system call it saves.
 	smallDataMax = 4 << 10
 
+	// sinkMinData is the smallest DATA payload (padding excluded) the
+	// Reader offers to its DataSink. Smaller ones take a buffer of their
+	// own: the sink costs a lock and a stream lookup per frame, more than
+	// the copy it saves on a small payload, and small frames rarely belong
+	// to messages that span frames.
+	sinkMinData = 2 << 10
+
 	// minReadBufferSize is the smallest read buffer: it must hold the
 	// 24-byte preface and the largest fixed-size control frame with its
 	// header (GOAWAY without debug data and PRIORITY are smaller).

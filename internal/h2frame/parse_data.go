@@ -22,7 +22,7 @@ func (r *Reader) readData(h FrameHeader) (Frame, error) {
 	f := &r.df
 	f.FrameHeader = h
 	f.FlowLen = h.Length
-	f.Data = nil
+	f.Data, f.Sink, f.Landed = nil, nil, 0
 
 	avail := r.w - r.r
 	if avail < n && n <= min(smallDataMax, r.rbSize) {
@@ -30,6 +30,15 @@ func (r *Reader) readData(h FrameHeader) (Frame, error) {
 			return nil, unexpected(err)
 		}
 		avail = r.w - r.r
+	}
+	if r.sink != nil && n >= sinkMinData {
+		if handled, err := r.readDataSink(f, n, padded); handled {
+			if err != nil {
+				return nil, err
+			}
+			return f, nil
+		}
+		avail = r.w - r.r // the pad length may have been read in
 	}
 	if avail >= n {
 		p := r.rb[r.r : r.r+n]

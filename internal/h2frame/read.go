@@ -102,6 +102,8 @@ type Reader struct {
 
 	err error // sticky connection-level error
 
+	sink DataSink // asked where DATA payloads go; nil: none (SetDataSink)
+
 	// frames holds one frame value of each type, reused by every
 	// ReadFrame, with the scratch slices inside them (hf.Fields,
 	// sf.Settings, gf.Debug). It is taken from framesPool when a frame

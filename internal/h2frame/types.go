@@ -123,6 +123,12 @@ type DataFrame struct {
 	// FlowLen is the whole payload length including padding, which is
 	// what flow control counts (RFC 9113 §6.9.1).
 	FlowLen uint32
+	// Landed is how many bytes of data, the first ones, were written into
+	// the destination a DataSink gave; Data holds the rest.
+	Landed uint32
+	// Sink is the buffer those bytes landed in, nil when none did: one
+	// owned reference the caller of ReadFrame must Free (or pass on).
+	Sink *bufpool.Buffer
 }
 
 // EndStream reports the END_STREAM flag.
