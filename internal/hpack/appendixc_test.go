@@ -28,7 +28,7 @@ func decodeAll(d *Decoder, block []byte, limit uint32) ([]HeaderField, error) {
 func tableEntries(t *dynTable) []HeaderField {
 	var out []HeaderField
 	for i := 1; i <= t.len(); i++ {
-		out = append(out, *t.at(i))
+		out = append(out, t.at(i))
 	}
 	return out
 }

@@ -10,7 +10,7 @@ import (
 type Decoder struct {
 	table      dynTable // the peer encoder's dynamic table, mirrored
 	allowedMax uint32   // largest size a dynamic table size update may set
-	maxStrLen  int      // bound on one decoded string; 0 means none
+	maxStrLen  int32    // bound on one decoded string; 0 means none
 	// sc is the scratch space, taken from scratchPool by Decode and put
 	// back by ReleaseScratch (nil meanwhile); owned by the Decoder while
 	// it holds it.
@@ -59,7 +59,7 @@ func (d *Decoder) SetAllowedMaxTableSize(n uint32) { d.allowedMax = n }
 
 // SetMaxStringLength bounds one decoded string; longer ones are a
 // DecodingError. Zero means no bound beyond the header list limit.
-func (d *Decoder) SetMaxStringLength(n int) { d.maxStrLen = n }
+func (d *Decoder) SetMaxStringLength(n int) { d.maxStrLen = int32(min(max(n, 0), math.MaxInt32)) }
 
 // TableSize returns the current size of the dynamic table (RFC 7541 §4.1)
 // and its current maximum size.
@@ -124,7 +124,7 @@ func (d *Decoder) readString(p []byte) ([]byte, []byte, error) {
 	}
 	raw, rest := p[:n], p[n:]
 	if !huff {
-		if d.maxStrLen > 0 && len(raw) > d.maxStrLen {
+		if d.maxStrLen > 0 && len(raw) > int(d.maxStrLen) {
 			return nil, nil, errStringLimit
 		}
 		return raw, rest, nil
@@ -132,7 +132,7 @@ func (d *Decoder) readString(p []byte) ([]byte, []byte, error) {
 	// A Huffman code is at least 5 bits, so n bytes decode to at least
 	// n*8/30 and at most n*8/5 bytes: reject before decoding when even the
 	// shortest outcome is too long.
-	if d.maxStrLen > 0 && (len(raw)*8-7)/30 > d.maxStrLen {
+	if d.maxStrLen > 0 && (len(raw)*8-7)/30 > int(d.maxStrLen) {
 		return nil, nil, errStringLimit
 	}
 	sc := d.sc
@@ -142,7 +142,7 @@ func (d *Decoder) readString(p []byte) ([]byte, []byte, error) {
 		return nil, nil, err
 	}
 	out := sc.huff[start:]
-	if d.maxStrLen > 0 && len(out) > d.maxStrLen {
+	if d.maxStrLen > 0 && len(out) > int(d.maxStrLen) {
 		return nil, nil, errStringLimit
 	}
 	return out, rest, nil
@@ -156,7 +156,7 @@ func (d *Decoder) lookup(i uint64) (HeaderField, error) {
 	case i <= uint64(staticLen):
 		return staticTable[i], nil
 	case i-uint64(staticLen) <= uint64(d.table.len()):
-		return *d.table.at(int(i) - staticLen), nil
+		return d.table.at(int(i) - staticLen), nil
 	}
 	return HeaderField{}, errIndexRange
 }
@@ -331,7 +331,7 @@ func (d *Decoder) decode(block []byte, maxListSize uint32, emit func(HeaderField
 			name, val = d.makeStrings(nameB, valB)
 		}
 		if store {
-			d.table.add(HeaderField{Name: name, Value: val})
+			d.table.add(HeaderField{Name: name, Value: val}, false)
 		}
 		if !over {
 			emit(HeaderField{Name: name, Value: val, Sensitive: sensitive})

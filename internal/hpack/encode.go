@@ -19,7 +19,6 @@ type Encoder struct {
 func NewEncoder() *Encoder {
 	e := &Encoder{maxCap: defaultTableSize}
 	e.table.maxSize = defaultTableSize
-	e.table.hashed = true
 	return e
 }
 
@@ -88,7 +87,7 @@ func (e *Encoder) AppendField(dst []byte, f HeaderField) []byte {
 		return appendLiteral(dst, 0x10, 4, nameIdx, f)
 	case e.shouldIndex(f):
 		dst = appendLiteral(dst, 0x40, 6, nameIdx, f)
-		e.table.add(f)
+		e.table.add(f, true)
 		return dst
 	default:
 		return appendLiteral(dst, 0x00, 4, nameIdx, f)

@@ -1,6 +1,18 @@
 package hpack
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
+
+// TestIdleSizes pins what every connection holds for HPACK while idle: a
+// decoder and an encoder of the 80-byte size class, and 32 bytes per ring
+// slot.
+func TestIdleSizes(t *testing.T) {
+	if d, e, s := unsafe.Sizeof(Decoder{}), unsafe.Sizeof(Encoder{}), unsafe.Sizeof(entry{}); d > 80 || e > 80 || s > 32 {
+		t.Errorf("Decoder %d, Encoder %d, table slot %d bytes; want at most 80, 80, 32", d, e, s)
+	}
+}
 
 // TestTableGrowsWithUse checks that a table holding the few fields a gRPC
 // peer indexes keeps a ring of that size, not one sized for a full 4096-byte

@@ -6,27 +6,35 @@ const entryOverhead = 32
 // dynTable is the dynamic table of RFC 7541 §2.3.2 as a ring buffer: adding
 // an entry and evicting the oldest are O(1) and move no strings. Index 1 is
 // the newest entry. Owned by the Decoder or Encoder that embeds it.
+//
+// Every connection holds two (its decoder's and its encoder's) for as long
+// as it lives, so the table is kept small: entries without HeaderField's
+// Sensitive flag (32 bytes, not 40) and 32-bit counters.
 type dynTable struct {
-	ring    []HeaderField // len is a power of two (or zero)
-	start   int           // ring position of the oldest entry
-	n       int           // number of entries
-	size    uint32        // sum of entry sizes (§4.1)
-	maxSize uint32        // current maximum size (§4.2)
+	ring    []entry // len is a power of two (or zero)
+	start   uint32  // ring position of the oldest entry
+	n       uint32  // number of entries
+	size    uint32  // sum of entry sizes (§4.1)
+	maxSize uint32  // current maximum size (§4.2)
 
-	// nameHash parallels ring with a hash of each entry's name when hashed
-	// is set (the encoder's table) and the ring is longer than linearMax,
-	// so that search can skip entries by comparing four bytes instead of
-	// loading the strings; nil otherwise.
-	hashed   bool
+	// nameHash parallels ring with a hash of each entry's name in the
+	// encoder's table (whose adds say hashed) once the ring is longer than
+	// linearMax, so that search can skip entries by comparing four bytes
+	// instead of loading the strings; nil otherwise.
 	nameHash []uint32
 }
 
+// entry is one dynamic table entry (never sensitive: §7.1.3 fields are not
+// indexed).
+type entry struct{ name, value string }
+
 // len returns the number of entries.
-func (t *dynTable) len() int { return t.n }
+func (t *dynTable) len() int { return int(t.n) }
 
 // at returns the entry with dynamic index i (1 = newest); 1 <= i <= t.n.
-func (t *dynTable) at(i int) *HeaderField {
-	return &t.ring[(t.start+t.n-i)&(len(t.ring)-1)]
+func (t *dynTable) at(i int) HeaderField {
+	e := t.ring[(t.start+t.n-uint32(i))&uint32(len(t.ring)-1)]
+	return HeaderField{Name: e.name, Value: e.value}
 }
 
 // setMaxSize changes the maximum size, evicting the oldest entries until the
@@ -38,11 +46,11 @@ func (t *dynTable) setMaxSize(max uint32) {
 
 // evictTo evicts the oldest entries until size <= limit.
 func (t *dynTable) evictTo(limit uint32) {
-	mask := len(t.ring) - 1
+	mask := uint32(len(t.ring) - 1)
 	for t.size > limit && t.n > 0 {
 		e := &t.ring[t.start]
-		t.size -= e.Size()
-		*e = HeaderField{} // drop the strings so the GC can take them
+		t.size -= uint32(len(e.name)+len(e.value)) + entryOverhead
+		*e = entry{} // drop the strings so the GC can take them
 		t.start = (t.start + 1) & mask
 		t.n--
 	}
@@ -50,19 +58,19 @@ func (t *dynTable) evictTo(limit uint32) {
 
 // add inserts f as the newest entry after evicting what §4.4 requires. An
 // entry larger than the maximum size empties the table and is not added.
-func (t *dynTable) add(f HeaderField) {
+// hashed says the table keeps name hashes (the encoder's).
+func (t *dynTable) add(f HeaderField, hashed bool) {
 	sz := f.Size()
 	if sz > t.maxSize {
 		t.evictTo(0)
 		return
 	}
 	t.evictTo(t.maxSize - sz)
-	if t.n == len(t.ring) {
-		t.grow()
+	if int(t.n) == len(t.ring) {
+		t.grow(hashed)
 	}
-	f.Sensitive = false
-	pos := (t.start + t.n) & (len(t.ring) - 1)
-	t.ring[pos] = f
+	pos := (t.start + t.n) & uint32(len(t.ring)-1)
+	t.ring[pos] = entry{f.Name, f.Value}
 	if t.nameHash != nil {
 		t.nameHash[pos] = hashName(f.Name)
 	}
@@ -75,26 +83,26 @@ func (t *dynTable) add(f HeaderField) {
 // (gRPC's usual :authority, user-agent and path) holds a few, not a
 // 4096-byte table's worth; the name hashes appear once the ring is longer
 // than linearMax.
-func (t *dynTable) grow() {
+func (t *dynTable) grow(hashed bool) {
 	nc := 2 * len(t.ring)
 	if nc == 0 {
 		nc = minRing
 	}
-	r := make([]HeaderField, nc)
+	r := make([]entry, nc)
 	var h []uint32
-	if t.hashed && nc > linearMax {
+	if hashed && nc > linearMax {
 		h = make([]uint32, nc)
 	}
 	mask := len(t.ring) - 1
-	for i := 0; i < t.n; i++ {
-		p := (t.start + i) & mask
+	for i := 0; i < int(t.n); i++ {
+		p := (int(t.start) + i) & mask
 		r[i] = t.ring[p]
 		switch {
 		case h == nil:
 		case t.nameHash != nil:
 			h[i] = t.nameHash[p]
 		default:
-			h[i] = hashName(r[i].Name)
+			h[i] = hashName(r[i].name)
 		}
 	}
 	t.ring, t.nameHash = r, h
@@ -127,17 +135,18 @@ const linearMax = 16
 // table holds at most 128 entries, so no index structure is needed).
 func (t *dynTable) search(name, value string) (idx int, exact bool) {
 	mask := len(t.ring) - 1
-	pos := t.start + t.n - 1
-	if t.nameHash != nil && t.n > linearMax {
+	pos := int(t.start) + int(t.n) - 1
+	n := int(t.n)
+	if t.nameHash != nil && n > linearMax {
 		h := hashName(name)
-		for i := 1; i <= t.n; i++ {
+		for i := 1; i <= n; i++ {
 			p := (pos - i + 1) & mask
 			if t.nameHash[p] != h {
 				continue
 			}
 			e := &t.ring[p]
-			if e.Name == name {
-				if e.Value == value {
+			if e.name == name {
+				if e.value == value {
 					return i, true
 				}
 				if idx == 0 {
@@ -147,10 +156,10 @@ func (t *dynTable) search(name, value string) (idx int, exact bool) {
 		}
 		return idx, false
 	}
-	for i := 1; i <= t.n; i++ {
+	for i := 1; i <= n; i++ {
 		e := &t.ring[(pos-i+1)&mask]
-		if e.Name == name {
-			if e.Value == value {
+		if e.name == name {
+			if e.value == value {
 				return i, true
 			}
 			if idx == 0 {
