@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -42,7 +43,6 @@ func wrapRaw(c net.Conn, pooled bool) net.Conn {
 	}
 	p := &Conn{VecConn: VecConn{Conn: c}, fd: int32(fd)}
 	p.w.init(rc)
-	p.readFn = p.readOnce
 	return p
 }
 
@@ -86,48 +86,63 @@ func (c *VecConn) NetConn() net.Conn { return c.Conn }
 
 func (*VecConn) sockioWrapper() {}
 
-// rawWriter drives writev through a RawConn. Its fields are owned by the
-// goroutine inside WriteVec (the caller serialises calls).
+// rawWriter drives writev through a RawConn. The state of a call lives in
+// a writeCall taken from writeCalls for its length, so that an idle conn
+// holds none of it. Its fields are owned by the goroutine inside WriteVec
+// (the caller serialises calls).
 type rawWriter struct {
 	rc syscall.RawConn
-	fn func(fd uintptr) bool // w.writeOnce, bound once so a call allocates nothing
-
-	iov  []syscall.Iovec // reused; entries point into bufs only during a call
-	bufs [][]byte        // borrowed from the caller, valid while WriteVec runs
-	idx  int             // first slice of bufs not fully written
-	off  int             // bytes of bufs[idx] already written
-	n    int64           // bytes written in this call
-	err  error           // syscall error of this call
-	hi   int             // most iovecs used in this call, for clearing
 	// parks counts how often a write found the send buffer full and parked
-	// in the poller; tests read it to check the partial-write path ran.
-	parks int
+	// in the poller, and maxIov is the most iovecs one writev used; tests
+	// read them to check the partial-write path ran within the limit.
+	parks  int32
+	maxIov int32
 }
 
-func (w *rawWriter) init(rc syscall.RawConn) {
-	w.rc = rc
+// writeCall is the state of one WriteVec.
+type writeCall struct {
+	fn   func(fd uintptr) bool // w.writeOnce, bound once per writeCall so a call allocates nothing
+	w    *rawWriter            // the writer of the call in progress
+	iov  []syscall.Iovec       // reused; entries point into bufs only during a call
+	bufs [][]byte              // borrowed from the caller, valid while WriteVec runs
+	idx  int                   // first slice of bufs not fully written
+	off  int                   // bytes of bufs[idx] already written
+	n    int64                 // bytes written in this call
+	err  error                 // syscall error of this call
+	hi   int                   // most iovecs used in this call, for clearing
+}
+
+// writeCalls holds the writeCalls of conns not inside WriteVec.
+var writeCalls = sync.Pool{New: func() any {
+	w := new(writeCall)
 	w.fn = w.writeOnce
-}
+	return w
+}}
 
-func (w *rawWriter) writeVec(bufs [][]byte) (int64, error) {
-	w.bufs, w.idx, w.off, w.n, w.err, w.hi = bufs, 0, 0, 0, nil, 0
+func (w *rawWriter) init(rc syscall.RawConn) { w.rc = rc }
+
+func (rw *rawWriter) writeVec(bufs [][]byte) (int64, error) {
+	w := writeCalls.Get().(*writeCall)
+	w.w, w.bufs, w.idx, w.off, w.n, w.err, w.hi = rw, bufs, 0, 0, 0, nil, 0
 	raceReleaseIO()
-	err := w.rc.Write(w.fn)
+	err := rw.rc.Write(w.fn)
 	if err == nil {
 		err = w.err
 	} else {
 		err = rawOpErr(err)
 	}
 	n := w.n
+	rw.maxIov = max(rw.maxIov, int32(w.hi))
 	clear(w.iov[:w.hi]) // do not pin the caller's buffers
-	w.bufs, w.err = nil, nil
+	w.w, w.bufs, w.err = nil, nil, nil
+	writeCalls.Put(w)
 	return n, err
 }
 
 // writeOnce is the RawConn.Write callback: it writes until everything is out
 // (true), the socket would block (false: the runtime parks the goroutine
 // until the socket is writable and calls again), or an error (true, w.err).
-func (w *rawWriter) writeOnce(fd uintptr) bool {
+func (w *writeCall) writeOnce(fd uintptr) bool {
 	for {
 		iov := w.iov[:0]
 		for i := w.idx; i < len(w.bufs) && len(iov) < maxIovecs; i++ {
@@ -152,7 +167,7 @@ func (w *rawWriter) writeOnce(fd uintptr) bool {
 		case e == syscall.EINTR:
 			continue
 		case e == syscall.EAGAIN:
-			w.parks++
+			w.w.parks++
 			return false
 		case e != 0:
 			w.err = os.NewSyscallError("writev", e)
@@ -167,7 +182,7 @@ func (w *rawWriter) writeOnce(fd uintptr) bool {
 }
 
 // advance moves idx/off past n written bytes.
-func (w *rawWriter) advance(n int) {
+func (w *writeCall) advance(n int) {
 	for n > 0 && w.idx < len(w.bufs) {
 		rem := len(w.bufs[w.idx]) - w.off
 		if n < rem {
@@ -188,14 +203,8 @@ func (w *rawWriter) advance(n int) {
 // once bytes are there. Wrap returns it on Linux when pooled reads are on.
 // It implements h2frame.ReadySource and h2frame.VectorWriter.
 type Conn struct {
-	VecConn                       // VecConn.w.rc is the conn's RawConn
-	readFn  func(fd uintptr) bool // c.readOnce, bound once so ReadReady allocates nothing
+	VecConn // VecConn.w.rc is the conn's RawConn
 
-	// The arguments and results of the ReadReady in progress; owned by the
-	// goroutine inside ReadReady (the caller serialises calls).
-	rpool *bufpool.Pool
-	rbuf  *bufpool.Buffer // the result, handed to the caller
-	rerr  error
 	// ReadReadyWithin: the longest wait (0 outside it), and the read
 	// deadline it left armed (Unix nanoseconds, 0: none), kept across
 	// calls so that a busy connection does not set and clear a timer per
@@ -212,9 +221,27 @@ type Conn struct {
 	// Close, which use it only while closed is false (the descriptor is
 	// open until Close closes the wrapped conn).
 	fd      int32
-	rsize   int32  // ReadReady's read size, with the arguments above
 	onReady func() // the armed callback, or nil
 }
+
+// readCall is the state of one ReadReady, taken from readCalls for its
+// length so that an idle conn holds none of it; owned by the goroutine
+// inside ReadReady (the caller serialises calls).
+type readCall struct {
+	fn   func(fd uintptr) bool // r.readOnce, bound once per readCall so ReadReady allocates nothing
+	c    *Conn                 // the conn of the call in progress
+	pool *bufpool.Pool
+	buf  *bufpool.Buffer // the result, handed to the caller
+	err  error
+	size int
+}
+
+// readCalls holds the readCalls of conns not inside ReadReady.
+var readCalls = sync.Pool{New: func() any {
+	r := new(readCall)
+	r.fn = r.readOnce
+	return r
+}}
 
 // ReadReady blocks until the socket is readable while holding no buffer,
 // then reads up to size bytes (16 KiB+9 when size <= 0) into a buffer taken
@@ -239,16 +266,18 @@ func (c *Conn) readReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) 
 	if size <= 0 || size > math.MaxInt32 {
 		size = defaultReadSize
 	}
-	c.rpool, c.rsize, c.rbuf, c.rerr = pool, int32(size), nil, nil
-	err := c.w.rc.Read(c.readFn)
-	b := c.rbuf
+	r := readCalls.Get().(*readCall)
+	r.c, r.pool, r.size, r.buf, r.err = c, pool, size, nil, nil
+	err := c.w.rc.Read(r.fn)
+	b := r.buf
 	if err == nil {
-		err = c.rerr
+		err = r.err
 	} else {
 		err = rawOpErr(err)
 	}
-	c.rpool, c.rbuf, c.rerr = nil, nil, nil
-	if err != nil { // readOnce set rerr, or parked and left rbuf nil
+	r.c, r.pool, r.buf, r.err = nil, nil, nil, nil
+	readCalls.Put(r)
+	if err != nil { // readOnce set r.err, or parked and left no buffer
 		if err == io.EOF {
 			return nil, io.EOF
 		}
@@ -275,8 +304,9 @@ func (c *Conn) readReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) 
 // the flag the reset clears, and the goroutine would sleep until the peer
 // sends more, possibly never (a unary call waiting for its one response).
 // The non-blocking read after the reset is what makes the wait safe.
-func (c *Conn) readOnce(fd uintptr) bool {
-	b := c.rpool.Get(int(c.rsize))
+func (r *readCall) readOnce(fd uintptr) bool {
+	c := r.c
+	b := r.pool.Get(r.size)
 	for {
 		n, err := syscall.Read(int(fd), b.Bytes())
 		switch {
@@ -288,22 +318,22 @@ func (c *Conn) readOnce(fd uintptr) bool {
 				// ReadReadyWithin: bound the wait, paying for the
 				// deadline only when there is a wait.
 				if err := c.arm(time.Now().UnixNano()); err != nil {
-					c.rerr = err
+					r.err = err
 					return true
 				}
 			}
 			return c.rtry // TryReadReady: done, with no buffer
 		case err != nil:
 			b.Free()
-			c.rerr = os.NewSyscallError("read", err)
+			r.err = os.NewSyscallError("read", err)
 			return true
 		case n == 0:
 			b.Free()
-			c.rerr = io.EOF
+			r.err = io.EOF
 			return true
 		}
 		b.SetLen(n)
-		c.rbuf = b // ownership passes to ReadReady's caller
+		r.buf = b // ownership passes to ReadReady's caller
 		return true
 	}
 }
