@@ -136,6 +136,19 @@ func (b *Buffer) Mem() mem.Buffer {
 	return mem.NewBuffer(&b.view, (*memRelease)(b))
 }
 
+// MemRange is Mem for the bytes [lo, hi) only. It takes ownership of the
+// caller's reference, as Mem does.
+func (b *Buffer) MemRange(lo, hi int) mem.Buffer {
+	if mem.IsBelowBufferPoolingThreshold(hi - lo) {
+		s := make(mem.SliceBuffer, hi-lo)
+		copy(s, b.b[lo:hi])
+		b.Free()
+		return s
+	}
+	b.view = b.b[lo:hi:hi]
+	return mem.NewBuffer(&b.view, (*memRelease)(b))
+}
+
 // memRelease lets a mem.Buffer hand a reference back to its Buffer.
 type memRelease Buffer
 

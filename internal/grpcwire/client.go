@@ -325,10 +325,13 @@ func (s *ClientStream) Ended() bool { return s.ended }
 // gathers.
 func (s *ClientStream) recvPayload() (*bufpool.Buffer, error) {
 	dst, from, to := s.parser.Sink()
-	if dst == nil {
+	if to == 0 {
 		return s.st.Recv()
 	}
 	b, n, err := s.st.RecvInto(dst, from, to)
-	s.parser.Landed(n)
+	if n > 0 {
+		s.parser.Landed(b, n) // takes ownership of b, a buffer taken for a nil dst
+		return nil, err
+	}
 	return b, err
 }

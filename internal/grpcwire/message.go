@@ -84,7 +84,10 @@ func (c chunk) free() {
 // announced length as its payloads arrive, each payload freed as soon as
 // its bytes are copied: one copy, where handing the codec a list of views
 // costs a list allocation, a view per payload and the codec's own gathering
-// copy. A Parser is used by one goroutine at a time.
+// copy. With a transport that can land DATA in a buffer it is told of
+// (Sink, Landed: h2conn.Stream.RecvInto), the frames of a gathered message
+// are read straight into it and that copy goes too. A Parser is used by one
+// goroutine at a time.
 type Parser struct {
 	// MaxRecv bounds a message's length; 0 means DefaultMaxRecvMsgSize.
 	// The prefix is checked before any of the message is buffered.
@@ -93,8 +96,20 @@ type Parser struct {
 	// gathered into; nil means bufpool.Default().
 	Pool *bufpool.Pool
 
-	asm  *bufpool.Buffer // owned by the Parser: the spanning message being gathered (length bytes), nil when none
-	asmN int             // bytes of asm filled so far; counted in avail
+	asm  *bufpool.Buffer // owned by the Parser: the spanning message being gathered (at base), nil when none
+	asmN int             // bytes of asm filled so far; those past base are counted in avail
+	base int             // where the message starts in asm: 0, or PrefixLen when asm began as a guess
+
+	// Speculation: a stream of large messages usually sends the next one
+	// as long as the last, so while waiting for it the Parser registers a
+	// range for its prefix and that many bytes (spec). The transport takes
+	// the buffer when the first frame lands and the Parser adopts it as asm
+	// holding the prefix at 0; when the prefix says another length, what
+	// landed is copied out (stale) and parsed as queued bytes.
+	guess  int             // length of the last large message; 0: none
+	spec   bool            // asm (or the range the transport will take it for) holds bytes from the next prefix on; all of them count in avail
+	stale  *bufpool.Buffer // owned by the Parser: a guessed buffer the transport may still land bytes in, copied out by Landed
+	staleN int             // bytes of stale accounted for
 
 	q     []chunk       // owned by the Parser, one reference each: pending payloads, q[0] read from off
 	qbuf  [4]chunk      // backs q while it is short
@@ -124,6 +139,14 @@ func (p *Parser) Push(b *bufpool.Buffer) {
 	if b == nil {
 		return
 	}
+	// A payload handed over means the transport lands nothing more in
+	// a guessed buffer.
+	p.dropStale()
+	p.pushOwned(b)
+}
+
+// pushOwned is Push without ending a stale guess. It takes ownership of b.
+func (p *Parser) pushOwned(b *bufpool.Buffer) {
 	if b.Len() == 0 {
 		b.Free()
 		return
@@ -144,25 +167,77 @@ func (p *Parser) Push(b *bufpool.Buffer) {
 	p.pushFrom(chunk{m: b.Mem()}, skip)
 }
 
-// Sink reports where the transport may write the message being gathered
-// (h2conn.Stream.RecvInto): its buffer b, borrowed and valid until the next
-// Next or Close, and the range [from, to) of it still to come. b is nil when
-// no message is being gathered.
+// Sink reports where the transport may write the stream's next bytes
+// (h2conn.Stream.RecvInto): the buffer b, borrowed and valid until the next
+// Next, Landed or Close, and the range [from, to) of it still to come. to
+// is 0 when there is no such place (Push the next payload instead). A nil b
+// with to > 0 asks the transport to take a buffer of to bytes when data
+// comes, and to hand it over through Landed.
 func (p *Parser) Sink() (b *bufpool.Buffer, from, to int) {
-	if p.asm == nil || p.asmN >= p.length {
+	switch {
+	case p.stale != nil:
+		// Only what the transport still lands there: no new range.
+		return p.stale, p.staleN, p.staleN
+	case p.asm != nil:
+		if p.asmN < p.asm.Len() {
+			return p.asm, p.asmN, p.asm.Len()
+		}
 		return nil, 0, 0
+	case p.spec:
+		return nil, 0, PrefixLen + p.guess
+	case !p.havePrefix && p.avail == 0 && p.guess >= gatherEarly:
+		p.spec, p.base = true, PrefixLen
+		return nil, 0, PrefixLen + p.guess
 	}
-	return p.asm, p.asmN, p.length
+	return nil, 0, 0
 }
 
-// Landed records that the transport wrote the next n bytes of the message
-// being gathered into Sink's buffer at from. n beyond the range is ignored.
-func (p *Parser) Landed(n int) {
-	if p.asm == nil || n <= 0 || n > p.length-p.asmN {
+// Landed records that the transport wrote the next n bytes into Sink's
+// buffer at from. It takes ownership of b, the buffer the transport took
+// for a nil Sink buffer (nil otherwise). Bytes beyond the range are
+// ignored.
+func (p *Parser) Landed(b *bufpool.Buffer, n int) {
+	if b != nil {
+		if !p.spec || p.asm != nil || p.stale != nil {
+			b.Free() // not asked for; cannot happen with RecvInto
+			return
+		}
+		p.asm, p.asmN = b, 0 // the Parser's reference from here on
+	}
+	if n <= 0 {
+		return
+	}
+	if p.stale != nil {
+		// A guess that was wrong: its bytes are queued as payloads.
+		k := min(n, p.stale.Len()-p.staleN)
+		c := p.pool().Copy(p.stale.Bytes()[p.staleN : p.staleN+k])
+		p.staleN += k
+		if p.staleN == p.stale.Len() {
+			p.dropStale()
+		}
+		p.pushOwned(c)
+		return
+	}
+	if p.asm == nil || n > p.asm.Len()-p.asmN {
 		return
 	}
 	p.asmN += n
 	p.avail += n
+}
+
+// dropStale frees the guessed buffer once no byte can land in it any more.
+func (p *Parser) dropStale() {
+	if p.stale != nil {
+		p.stale.Free() // the Parser's reference
+		p.stale, p.staleN = nil, 0
+	}
+}
+
+func (p *Parser) pool() *bufpool.Pool {
+	if p.Pool == nil {
+		return bufpool.Default()
+	}
+	return p.Pool
 }
 
 // fill copies what the message being gathered still lacks from the head of
@@ -186,6 +261,7 @@ func (p *Parser) pushFrom(c chunk, skip int) {
 
 // PushMem appends one payload already in mem form. It takes ownership of m.
 func (p *Parser) PushMem(m mem.Buffer) {
+	p.dropStale()
 	if m.Len() == 0 {
 		m.Free()
 		return
@@ -234,6 +310,24 @@ func (p *Parser) Need() int {
 // MaxRecv, Internal for an unknown flag value. After an error the Parser
 // must be Closed.
 func (p *Parser) Next() (msg Message, ok bool, err error) {
+	if !p.havePrefix && p.spec {
+		if p.asm == nil {
+			if p.avail == 0 {
+				return Message{}, false, nil
+			}
+			p.spec, p.base = false, 0 // the bytes came as payloads: no guess this time
+		} else if p.asmN < PrefixLen {
+			return Message{}, false, nil
+		} else if pre := p.asm.Bytes()[:PrefixLen]; int(binary.BigEndian.Uint32(pre[1:])) == p.guess {
+			// Guessed right: the message is gathered in place.
+			p.spec = false
+			p.avail -= PrefixLen
+			p.flag, p.length = pre[0], p.guess
+			p.havePrefix = true
+		} else {
+			p.unguess()
+		}
+	}
 	if !p.havePrefix {
 		if p.avail < PrefixLen {
 			return Message{}, false, nil
@@ -268,13 +362,40 @@ func (p *Parser) Next() (msg Message, ok bool, err error) {
 	msg.Compressed = p.flag == 1
 	if p.asm != nil {
 		p.avail -= p.length
-		p.deliver(&msg, p.asm)
-		p.asm, p.asmN = nil, 0
+		p.deliver(&msg, p.asm, p.base, p.base+p.length)
+		p.asm, p.asmN, p.base = nil, 0, 0
 	} else {
 		p.take(&msg, p.length)
 	}
 	p.havePrefix = false
+	p.guess = 0
+	if p.length >= gatherEarly {
+		p.guess = p.length
+	}
 	return msg, true, nil
+}
+
+// unguess gives up a guessed buffer whose prefix announced another length:
+// its bytes are copied to the head of the queue (they precede whatever was
+// queued), and the buffer stays as stale for what the transport may still
+// land there.
+func (p *Parser) unguess() {
+	head := p.pool().Copy(p.asm.Bytes()[:p.asmN])
+	c := chunk{b: head}
+	if !mem.IsBelowBufferPoolingThreshold(head.Len()) {
+		c = chunk{m: head.Mem()}
+	}
+	if p.q == nil {
+		p.q = p.qbuf[:0]
+	}
+	p.q = append(p.q, chunk{})
+	copy(p.q[1:], p.q) // nothing queued was read yet (off is 0)
+	p.q[0] = c         // avail already counts its bytes
+	p.stale, p.staleN = p.asm, p.asmN
+	if p.staleN == p.stale.Len() {
+		p.dropStale()
+	}
+	p.asm, p.asmN, p.spec, p.base = nil, 0, false, 0
 }
 
 // gatherEarly is the message length from which gathering starts before any
@@ -287,24 +408,20 @@ const gatherEarly = 4 << 10
 // gather starts gathering the current message into one pooled buffer,
 // moving every queued byte (all of them belong to it) there.
 func (p *Parser) gather() {
-	pool := p.Pool
-	if pool == nil {
-		pool = bufpool.Default()
-	}
-	p.asm = pool.Get(p.length)
+	p.asm, p.base = p.pool().Get(p.length), 0
 	n := p.avail
 	p.read(p.asm.Bytes()[:n])
 	p.asmN = n
 	p.avail = n
 }
 
-// deliver sets msg.Data to the whole of b. It takes ownership of b.
-func (p *Parser) deliver(msg *Message, b *bufpool.Buffer) {
-	if mem.IsBelowBufferPoolingThreshold(b.Len()) {
+// deliver sets msg.Data to b's bytes [lo, hi). It takes ownership of b.
+func (p *Parser) deliver(msg *Message, b *bufpool.Buffer, lo, hi int) {
+	if mem.IsBelowBufferPoolingThreshold(hi - lo) {
 		msg.release = b // the message's reference, dropped by Message.Free
-		p.one[0] = mem.SliceBuffer(b.Bytes())
+		p.one[0] = mem.SliceBuffer(b.Bytes()[lo:hi])
 	} else {
-		p.one[0] = b.Mem()
+		p.one[0] = b.MemRange(lo, hi)
 	}
 	msg.Data = p.one[:]
 }
@@ -352,13 +469,9 @@ func (p *Parser) take(msg *Message, n int) {
 		return
 	}
 	// Spanning queued payloads: gathered into one buffer.
-	pool := p.Pool
-	if pool == nil {
-		pool = bufpool.Default()
-	}
-	b := pool.Get(n)
+	b := p.pool().Get(n)
 	p.read(b.Bytes())
-	p.deliver(msg, b)
+	p.deliver(msg, b, 0, n)
 }
 
 // Close frees every held buffer.
@@ -373,7 +486,8 @@ func (p *Parser) Close() {
 		p.asm.Free()
 		p.asm, p.asmN = nil, 0
 	}
-	p.off, p.avail, p.havePrefix = 0, 0, false
+	p.dropStale()
+	p.off, p.avail, p.havePrefix, p.spec, p.base = 0, 0, false, false, 0
 }
 
 // ErrTruncated is the status of a stream that ended inside a message.

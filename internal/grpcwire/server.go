@@ -381,10 +381,13 @@ func (s *ServerStream) SkipMsg() error {
 // gathers.
 func (s *ServerStream) recvPayload() (*bufpool.Buffer, error) {
 	dst, from, to := s.parser.Sink()
-	if dst == nil {
+	if to == 0 {
 		return s.st.Recv()
 	}
 	b, n, err := s.st.RecvInto(dst, from, to)
-	s.parser.Landed(n)
+	if n > 0 {
+		s.parser.Landed(b, n) // takes ownership of b, a buffer taken for a nil dst
+		return nil, err
+	}
 	return b, err
 }

@@ -17,27 +17,71 @@ func TestParserSinkLands(t *testing.T) {
 	pool := bufpool.New(nil)
 	big := bytes.Repeat([]byte("0123456789abcdef"), 4100) // 65600 bytes
 	small := []byte("tiny")
-	msgs := [][]byte{big, small, big, nil, big[:5000], big}
+	// Runs of equal lengths (guessed right) and changes (guessed wrong).
+	msgs := [][]byte{big, small, big, big, big, nil, big[:5000], big[:5000], big, big[:4096], append(big, big[:4395]...)}
 	var stream []byte
 	for _, m := range msgs {
 		stream = append(stream, frame(false, m)...)
 	}
-	for _, size := range []int{7, 3000, 16384, 70000} {
+	for _, size := range []int{7, 3001, 3000, 16384, 16385, 70000} {
 		p := Parser{Pool: pool}
 		var got [][]byte
 		landed := 0
-		for i, rest := 0, stream; len(rest) > 0; i++ {
-			n := min(size, len(rest))
-			if dst, from, to := p.Sink(); dst != nil && i%4 != 3 {
-				k := min(n, to-from)
-				copy(dst.Bytes()[from:], rest[:k])
-				p.Landed(k)
-				landed += k
-				n = k
-			} else {
-				p.Push(pool.Copy(rest[:n]))
+		// The transport's registration, as h2conn keeps it: it lives until
+		// its range is full or a payload is handed over instead.
+		var reg *bufpool.Buffer
+		var regOff, regEnd int
+		handed := false // reg was taken by the transport and not yet handed over
+		// Frames end at message boundaries (as a leangrpc sender's do)
+		// for even sizes, anywhere for odd ones.
+		var cuts []int
+		for off, i := 0, 0; off < len(stream); i++ {
+			end := len(stream)
+			if size%2 == 0 {
+				end = off + PrefixLen + len(msgs[i])
 			}
-			rest = rest[n:]
+			for ; off < end; off += min(size, end-off) {
+				cuts = append(cuts, min(size, end-off))
+			}
+		}
+		for i, rest := 0, stream; len(rest) > 0; i++ {
+			n := cuts[i]
+			if reg == nil && i%4 != 3 {
+				if dst, from, to := p.Sink(); to > from {
+					if dst == nil {
+						dst, handed = pool.Get(to), true
+					} else {
+						dst.Ref()
+					}
+					reg, regOff, regEnd = dst, from, to
+				}
+			}
+			if reg != nil && i%4 != 3 {
+				k := min(n, regEnd-regOff)
+				copy(reg.Bytes()[regOff:], rest[:k])
+				regOff += k
+				var took *bufpool.Buffer
+				if handed {
+					took, handed = reg, false
+					reg.Ref() // the transport keeps its own
+				}
+				p.Landed(took, k)
+				landed += k
+				rest = rest[k:]
+				n -= k
+				if regOff == regEnd || n > 0 {
+					reg.Free()
+					reg = nil
+				}
+			}
+			if n > 0 {
+				if reg != nil {
+					reg.Free() // a payload handed over ends the registration
+					reg = nil
+				}
+				p.Push(pool.Copy(rest[:n]))
+				rest = rest[n:]
+			}
 			for {
 				m, ok, err := p.Next()
 				if err != nil {
@@ -57,6 +101,9 @@ func TestParserSinkLands(t *testing.T) {
 			if !bytes.Equal(got[i], msgs[i]) {
 				t.Errorf("size %d: message %d differs", size, i)
 			}
+		}
+		if reg != nil {
+			reg.Free()
 		}
 		if landed == 0 {
 			t.Errorf("size %d: nothing landed", size)

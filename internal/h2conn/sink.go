@@ -18,13 +18,17 @@ import (
 // from the socket straight into it. The receiver learns how many bytes
 // landed from RecvInto, in order with the buffers of the receive queue.
 //
-// Order: a registration is made while the receive queue holds less than
-// the range, at the offset where the queued bytes end; the sinkLead buffers
-// queued then precede every landed byte. The registration ends
+// A receiver that expects a large message but has no byte of it yet may
+// register no buffer, only the range's length (a nil dst): the buffer is
+// taken when the first frame lands, so a stream waiting for its next
+// message holds no memory, and handed to the receiver with the first
+// landed bytes.
+//
+// Order: registering moves what is queued (less than the range) into the
+// buffer first and reports it as landed, and the registration ends
 // (endSinkLocked) as soon as a DATA byte of the stream goes to the queue
-// instead, so every landed byte precedes the buffers queued after it.
-// RecvInto hands out the lead buffers, then reports landed bytes, then
-// hands out the rest of the queue.
+// instead, so every landed byte precedes every byte queued while it lives,
+// and RecvInto reports landed bytes before it hands out queued buffers.
 //
 // Ownership: the registration holds its own reference on the buffer, so the
 // receiver may drop its own at any time (Parser.Close); each landing holds
@@ -42,7 +46,7 @@ func (cs *connSink) DataDest(id uint32, n int) (*bufpool.Buffer, []byte) {
 	c := (*Conn)(cs)
 	c.mu.Lock()
 	s := c.streams[id]
-	if s == nil || s.sink == nil || s.err != nil || s.recvEOF {
+	if s == nil || s.err != nil || s.recvEOF || (s.sink == nil && !s.sinkLazy) {
 		c.mu.Unlock()
 		return nil, nil
 	}
@@ -50,6 +54,14 @@ func (cs *connSink) DataDest(id uint32, n int) (*bufpool.Buffer, []byte) {
 	if k <= 0 {
 		c.mu.Unlock()
 		return nil, nil
+	}
+	if s.sink == nil {
+		// A lazy registration: its buffer is taken now, with one
+		// reference for the receiver and one for the registration.
+		s.sinkHand = c.pool.Get(s.sinkEnd)
+		s.sink = s.sinkHand
+		s.sink.Ref() // the registration's reference, dropped by endSinkLocked
+		s.sinkLazy = false
 	}
 	b := s.sink
 	b.Ref() // the landing's reference: DataFrame.Sink, freed by onData
@@ -80,62 +92,61 @@ func (c *Conn) deliverLocked(s *Stream, f *h2frame.DataFrame, b *bufpool.Buffer,
 			s.endSinkLocked()
 		}
 	}
-	if s.sink != nil && (end || s.sinkOff >= s.sinkEnd) {
+	if end || s.sinkOff >= s.sinkEnd {
 		s.endSinkLocked()
 	}
 }
 
 // endSinkLocked ends s's registration, dropping its reference. Bytes that
-// landed and were not yet reported stay counted in sinkGot.
+// landed and were not yet reported stay counted in sinkGot, and a buffer
+// taken for a lazy registration stays in sinkHand for the receiver.
 func (s *Stream) endSinkLocked() {
 	if s.sink != nil {
-		s.sink.Free() // the registration's reference, taken by recvInto
+		s.sink.Free() // the registration's reference, taken by recvInto or DataDest
 		s.sink = nil
 	}
-	s.sinkOff, s.sinkEnd = 0, 0
+	s.sinkOff, s.sinkEnd, s.sinkLazy = 0, 0, false
 }
 
 // dropSinkLocked ends the registration and forgets landed bytes nobody will
 // read (the stream failed, or the receiver gave up).
 func (s *Stream) dropSinkLocked() {
 	s.endSinkLocked()
-	s.sinkGot, s.sinkLead = 0, 0
+	s.sinkGot = 0
+	if s.sinkHand != nil {
+		s.sinkHand.Free() // the receiver's reference, never handed over
+		s.sinkHand = nil
+	}
 }
 
 // RecvInto is Recv for a receiver gathering a message into dst, whose
 // bytes [from, to) are still to come: it borrows dst until return (the
 // stream takes a reference of its own while it lands bytes there). It
-// returns, in the stream's byte order, either a queued payload b (an owned
-// buffer, as Recv returns) or n > 0: the next n bytes landed in
-// dst.Bytes()[from:from+n]. Once dst is registered, DATA arriving while the
+// returns, in the stream's byte order, either n > 0: the next n bytes are
+// in dst.Bytes()[from:from+n], or a queued payload b with n == 0 (an owned
+// buffer, as Recv returns). Once dst is registered, DATA arriving while the
 // receiver is busy lands there too, and the next call reports it. Errors
 // and io.EOF are Recv's.
+//
+// A nil dst (with from 0) registers the range without a buffer: one of to
+// bytes is taken when data first lands, and the call reporting the first
+// landed bytes returns it as b, an owned buffer the receiver gathers into
+// (pass it as dst from then on).
 func (s *Stream) RecvInto(dst *bufpool.Buffer, from, to int) (b *bufpool.Buffer, n int, err error) {
 	c := s.conn
 	c.mu.Lock()
 	for {
-		if s.sinkLead > 0 {
-			s.sinkLead--
-			b := s.recvQ.pop() // lead buffers stay queued until handed out
-			// b leaves the receive queue: the caller owns it now.
-			s.creditLocked(b.Len())
-			c.mu.Unlock()
-			return b, 0, nil
-		}
 		if n := s.sinkGot; n > 0 {
 			s.sinkGot = 0
+			b := s.sinkHand // nil unless DataDest took the buffer
+			s.sinkHand = nil
 			s.creditLocked(n)
 			c.mu.Unlock()
-			return nil, n, nil
+			return b, n, nil
 		}
-		if s.sink == nil && !s.recvEOF && s.err == nil && s.state.canRecv() &&
-			0 <= from && from+s.recvQ.bytes < to && to <= dst.Len() {
-			// Register at the end of what is queued (all of it belongs
-			// to the range, which it does not fill).
-			dst.Ref() // the registration's reference, dropped by endSinkLocked
-			s.sink, s.sinkOff, s.sinkEnd = dst, from+s.recvQ.bytes, to
-			s.sinkLead = s.recvQ.len()
-			continue
+		if s.sink == nil && !s.sinkLazy && !s.recvEOF && s.err == nil && s.state.canRecv() &&
+			0 <= from && from+s.recvQ.bytes < to && (dst == nil && from == 0 || dst != nil && to <= dst.Len()) {
+			return s.registerLocked(dst, from, to)
 		}
 		if b := s.recvQ.pop(); b != nil {
 			// b leaves the receive queue: the caller owns it now.
@@ -158,6 +169,47 @@ func (s *Stream) RecvInto(dst *bufpool.Buffer, from, to int) (b *bufpool.Buffer,
 		c.mu.Lock()
 		s.recvWaiting = false
 	}
+}
+
+// registerLocked registers [from, to) of dst for RecvInto, moving what is
+// queued (less than the range) into it first, and then waits as RecvInto
+// does. Called with mu held; returns with it released.
+func (s *Stream) registerLocked(dst *bufpool.Buffer, from, to int) (*bufpool.Buffer, int, error) {
+	c := s.conn
+	q := s.recvQ.bytes
+	if dst == nil && q == 0 {
+		s.sinkLazy, s.sinkOff, s.sinkEnd = true, 0, to
+		c.mu.Unlock()
+		return s.RecvInto(nil, 0, 0) // waits; registers nothing more
+	}
+	var own *bufpool.Buffer // a buffer taken here for a nil dst; the receiver's
+	if dst == nil {
+		own = c.pool.Get(to)
+		dst = own
+	}
+	dst.Ref() // the registration's reference, dropped by endSinkLocked
+	s.sink, s.sinkOff, s.sinkEnd = dst, from+q, to
+	if q == 0 {
+		c.mu.Unlock()
+		return s.RecvInto(dst, 0, 0) // waits; registers nothing more
+	}
+	// The queued bytes come first: they move into the range here, off
+	// the lock (the reader lands only past them), and count as landed.
+	lead := s.recvQ.q[s.recvQ.head:]
+	s.recvQ = bufQueue{q: s.recvQ.q[:0]}
+	// The queue's slice is reused by later pushes, so the lead buffers
+	// are copied out of it first (there are few: the range exceeds them).
+	var stack [8]*bufpool.Buffer
+	bufs := append(stack[:0], lead...)
+	clear(lead)
+	s.creditLocked(q)
+	c.mu.Unlock()
+	p := dst.Bytes()[from:]
+	for _, b := range bufs {
+		p = p[copy(p, b.Bytes()):]
+		b.Free() // taken off the receive queue, ours
+	}
+	return own, q, nil
 }
 
 // creditLocked gives n consumed bytes back to the stream's receive window.

@@ -51,14 +51,14 @@ type Stream struct {
 	recvQ bufQueue // owned buffers, handed out by Recv
 	// The registration RecvInto makes (sink.go): data lands in
 	// sink.Bytes()[sinkOff:sinkEnd]; sinkGot bytes landed and are not yet
-	// reported to the receiver; the first sinkLead buffers of recvQ
-	// precede them.
+	// reported to the receiver.
 	sink         *bufpool.Buffer // one reference owned by the stream; nil: no registration
 	sinkOff      int             // next landing offset, reserved by DataDest
 	sinkEnd      int
 	sinkGot      int
-	sinkLead     int
-	recvEOF      bool // the peer ended the stream; Recv returns io.EOF once recvQ is empty
+	sinkLazy     bool            // registered without a buffer: DataDest takes one of sinkEnd bytes
+	sinkHand     *bufpool.Buffer // the receiver's reference on a buffer DataDest took, until RecvInto hands it over
+	recvEOF      bool            // the peer ended the stream; Recv returns io.EOF once recvQ is empty
 	recvWaiting  bool
 	gotHeaders   bool // client: response headers arrived
 	trailersOnly bool // client: the response headers ended the stream
@@ -399,7 +399,7 @@ func (s *Stream) recvHeaders() ([]hpack.HeaderField, bool, error) {
 func (s *Stream) recv() (*bufpool.Buffer, error) {
 	c := s.conn
 	c.mu.Lock()
-	if s.sink != nil || s.sinkGot > 0 || s.sinkLead > 0 {
+	if s.sink != nil || s.sinkLazy || s.sinkGot > 0 || s.sinkHand != nil {
 		// The receiver gathers no more (RecvInto's receiver gave up): what
 		// landed is dropped, and given back to the window.
 		s.creditLocked(s.sinkGot)
