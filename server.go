@@ -202,12 +202,9 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	sc := &serverConn{srv: s}
 	sc.peer = peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
-	// Every call's context derives from this one, which carries the peer
-	// and is never canceled itself: the engine ends each stream's context
-	// through its reset hook when the connection ends, however it ends, so
-	// an idle connection keeps no cancel context, Done channel or
-	// children map.
-	sc.ctx = peer.NewContext(context.Background(), &sc.peer)
+	if peerCtxKey == nil {
+		sc.ctx = peer.NewContext(context.Background(), &sc.peer)
+	}
 	conn := h2conn.NewServerConn(nc, s.h2cfg, sc)
 	s.mu.Lock()
 	if s.stopped {
@@ -218,12 +215,17 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	s.conns[conn] = struct{}{}
 	s.mu.Unlock()
-	conn.ServeAsync(func() {
-		s.mu.Lock()
-		delete(s.conns, conn)
-		s.mu.Unlock()
-		s.connWG.Done()
-	})
+	conn.ServeAsync(nil) // sc.ConnEnded runs at the end
+}
+
+// ConnEnded is the engine's end hook for the connection (h2conn.EndHandler:
+// no closure per connection).
+func (sc *serverConn) ConnEnded(conn *h2conn.Conn) {
+	s := sc.srv
+	s.mu.Lock()
+	delete(s.conns, conn)
+	s.mu.Unlock()
+	s.connWG.Done()
 }
 
 // Stop closes every listener and connection at once; RPCs in flight see
@@ -268,11 +270,62 @@ func (s *Server) GracefulStop() {
 }
 
 // serverConn is the h2conn.Handler of one accepted connection.
+//
+// Every call's context derives from the connection's, which carries the peer
+// and is never canceled itself: the engine ends each stream's context
+// through its reset hook when the connection ends, however it ends, so an
+// idle connection keeps no cancel context, Done channel or children map.
+// The serverConn is that context itself (see Value), so that it costs no
+// allocation of its own.
 type serverConn struct {
 	srv  *Server
 	peer peer.Peer       // in the same allocation as the serverConn
-	ctx  context.Context // carries &peer
+	ctx  context.Context // the connection's context when peerCtxKey is nil; else nil and sc is it
 }
+
+// peerCtxKey is the key under which grpc-go's peer package looks for the
+// Peer in a context, learned once by asking peer.FromContext through a
+// probe; nil if that did not work, and serverConn then makes a context with
+// peer.NewContext.
+var peerCtxKey = func() any {
+	var p keyProbe
+	peer.FromContext(&p)
+	return p.key
+}()
+
+// keyProbe is a context that records the key of the first Value call.
+type keyProbe struct {
+	context.Context
+	key any
+}
+
+func (p *keyProbe) Value(key any) any {
+	if p.key == nil {
+		p.key = key
+	}
+	return nil
+}
+
+// context returns the connection's context.
+func (sc *serverConn) context() context.Context {
+	if sc.ctx != nil {
+		return sc.ctx
+	}
+	return sc
+}
+
+// The context.Context methods: a background context that holds the peer.
+
+func (*serverConn) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*serverConn) Done() <-chan struct{}       { return nil }
+func (*serverConn) Err() error                  { return nil }
+func (sc *serverConn) Value(key any) any {
+	if key == peerCtxKey {
+		return &sc.peer
+	}
+	return nil
+}
+func (*serverConn) String() string { return "leangrpc.serverConn" }
 
 // HandleStream runs on the connection's reader: it parses the request,
 // prepares the stream (so that a reset from now on cancels its context)
@@ -286,7 +339,7 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 		go grpcwire.RejectStream(st, &rq, rej)
 		return
 	}
-	r.ss.Init(sc.ctx, st, req, &s.wireCfg)
+	r.ss.Init(sc.context(), st, req, &s.wireCfg)
 	s.handlers.Add(1)
 	go r.handle()
 }

@@ -121,6 +121,14 @@ type Handler interface {
 	HandleStream(s *Stream)
 }
 
+// EndHandler is a Handler that hears when its connection ends: ServeAsync
+// with a nil onEnd calls ConnEnded(c) where it would call onEnd, so that a
+// server with many connections need not make a closure for each.
+type EndHandler interface {
+	Handler
+	ConnEnded(c *Conn)
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(s *Stream)
 
@@ -144,7 +152,8 @@ func (c *Conn) Serve() error { return c.serve() }
 // without a goroutine (when the socket supports it; otherwise it returns
 // when the connection ends). onEnd runs once the connection has ended and
 // its reader stopped, on the goroutine that ended it (Done is closed by
-// then).
+// then). A nil onEnd with a handler that is an EndHandler calls its
+// ConnEnded instead.
 func (c *Conn) ServeAsync(onEnd func()) { c.serveAsync(onEnd) }
 
 // SharedConfig returns a read-only copy of cfg, normalized, that is shared

@@ -276,8 +276,16 @@ func (c *Conn) runReader() {
 func (c *Conn) end(err *Error) {
 	c.fail(err)
 	c.finish()
+	c.runOnEnd()
+}
+
+// runOnEnd runs ServeAsync's onEnd, or the handler's ConnEnded when onEnd
+// is nil.
+func (c *Conn) runOnEnd() {
 	if c.onEnd != nil {
 		c.onEnd()
+	} else if eh, ok := c.handler.(EndHandler); ok {
+		eh.ConnEnded(c)
 	}
 }
 
@@ -291,7 +299,7 @@ func (c *Conn) serveAsync(onEnd func()) {
 	if c.closing {
 		c.mu.Unlock()
 		c.finish()
-		onEnd()
+		c.runOnEnd()
 		return
 	}
 	c.queueInitialSettingsLocked()

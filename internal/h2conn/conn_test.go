@@ -793,3 +793,41 @@ func TestConnSize(t *testing.T) {
 		t.Fatalf("Conn is %d bytes, want at most 640", n)
 	}
 }
+
+// endHandler records the conn its ConnEnded was called with.
+type endHandler struct {
+	HandlerFunc
+	ended chan *Conn
+}
+
+func (h endHandler) ConnEnded(c *Conn) { h.ended <- c }
+
+// ServeAsync(nil) with an EndHandler calls its ConnEnded once the
+// connection ended: here one closed before it was served, and one whose
+// peer goes away.
+func TestServeAsyncEndHandler(t *testing.T) {
+	for _, closeFirst := range []bool{true, false} {
+		a, b := net.Pipe()
+		go io.Copy(io.Discard, b)
+		h := endHandler{HandlerFunc: func(*Stream) {}, ended: make(chan *Conn, 2)}
+		c := newConn(a, Config{Pool: bufpool.New(nil)}, RoleServer, h)
+		if closeFirst {
+			c.Close()
+		} else {
+			b.Close()
+		}
+		c.ServeAsync(nil)
+		select {
+		case got := <-h.ended:
+			if got != c {
+				t.Fatalf("closeFirst %v: ConnEnded with another conn", closeFirst)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("closeFirst %v: ConnEnded not called", closeFirst)
+		}
+		if len(h.ended) != 0 {
+			t.Fatalf("closeFirst %v: ConnEnded called twice", closeFirst)
+		}
+		b.Close()
+	}
+}
