@@ -9,13 +9,13 @@ import (
 // timers are the connection's time.AfterFunc timers: no goroutine waits on
 // them between firings.
 type timers struct {
-	settings  *time.Timer // SETTINGS ACK timeout
-	keepalive *time.Timer // client (or server) keepalive ping
-	shutdown  *time.Timer // second phase of a graceful shutdown
-	drain     *time.Timer // close after the peer's GOAWAY if it does not
-	age       *ageTimers  // nil unless MaxConnectionIdle or MaxConnectionAge is set
-	kaSentAt  int64       // unix nanoseconds the keepalive PING went out
-	kaWaiting bool        // keepalive fired a PING and waits for the ACK
+	settings  *time.Timer  // SETTINGS ACK timeout
+	keepalive *sharedTimer // client (or server) keepalive ping
+	shutdown  *time.Timer  // second phase of a graceful shutdown
+	drain     *time.Timer  // close after the peer's GOAWAY if it does not
+	age       *ageTimers   // nil unless MaxConnectionIdle or MaxConnectionAge is set
+	kaSentAt  int64        // unix nanoseconds the keepalive PING went out
+	kaWaiting bool         // keepalive fired a PING and waits for the ACK
 }
 
 // ageTimers are a server's connection lifetime timers, which most servers
@@ -39,7 +39,7 @@ func (c *Conn) startTimersLocked() {
 		c.timers.settings = time.AfterFunc(c.cfg.SettingsTimeout, c.onSettingsTimeout)
 	}
 	if every, _, _ := c.keepaliveParams(); every > 0 {
-		c.timers.keepalive = time.AfterFunc(every, c.onKeepalive)
+		c.timers.keepalive = afterFuncShared(every, c.onKeepalive)
 	}
 	if c.role == RoleServer && (c.cfg.MaxConnectionIdle > 0 || c.cfg.MaxConnectionAge > 0) {
 		a := new(ageTimers)
@@ -54,7 +54,10 @@ func (c *Conn) startTimersLocked() {
 }
 
 func (c *Conn) stopTimersLocked() {
-	for _, t := range [...]*time.Timer{c.timers.settings, c.timers.keepalive, c.timers.shutdown, c.timers.drain} {
+	if c.timers.keepalive != nil {
+		c.timers.keepalive.Stop()
+	}
+	for _, t := range [...]*time.Timer{c.timers.settings, c.timers.shutdown, c.timers.drain} {
 		if t != nil {
 			t.Stop()
 		}
