@@ -82,13 +82,24 @@ func (r *Reader) readDataSink(f *DataFrame, n int, padded bool) (handled bool, e
 }
 
 // readThrough fills p with the next len(p) bytes: what the read buffer holds
-// is copied, the rest is read from the source straight into p, after the
-// emptied read buffer is given back (pooled mode) so that it is not held
-// while the read blocks.
+// is copied; a rest of up to landRefillMax bytes is read into the emptied
+// read buffer, together with what follows it, and copied; a longer rest is
+// read from the source straight into p, after the emptied read buffer is
+// given back (pooled mode) so that it is not held while the read blocks.
 func (r *Reader) readThrough(p []byte) error {
 	k := copy(p, r.rb[r.r:r.w])
 	r.r += k
 	if k == len(p) {
+		return nil
+	}
+	if rest := len(p) - k; rest <= landRefillMax && rest <= r.rbSize && r.rbuf != nil {
+		// The read buffer stays (fill would shed the frame being read
+		// if it had to take a new one).
+		r.r, r.w = 0, 0
+		if err := r.fill(rest); err != nil {
+			return unexpected(err)
+		}
+		r.r += copy(p[k:], r.rb[r.r:r.r+rest])
 		return nil
 	}
 	r.release()
