@@ -21,11 +21,8 @@ import (
 // everything else is guarded by mu.
 type Conn struct {
 	nc net.Conn
-	// onEnd runs after finish when the connection was started with
-	// ServeAsync; resume is runReader bound once, handed to OnReadable each
-	// time the reader leaves an idle connection. Set before the reader
-	// starts.
-	onEnd   func()
+	// resume is runReader bound once, handed to OnReadable each time the
+	// reader leaves an idle connection. Set before the reader starts.
 	resume  func()
 	cfg     *Config // normalized, shared by the conns of one configuration; read-only
 	pool    *bufpool.Pool
@@ -34,69 +31,76 @@ type Conn struct {
 	fr *h2frame.Reader // owned by the run loop
 	fw *h2frame.Writer // owned by the holder of the write role
 
-	// notify holds the Done and GoingAway channels, made on demand
-	// (nil until then); guarded by mu. state mirrors ended and away for
-	// Ended and IsGoingAway, which take no lock.
+	// notify holds the Done and GoingAway channels, made on demand, and
+	// ServeAsync's onEnd (nil until one is needed); guarded by mu, onEnd
+	// set before the reader starts. state mirrors ended and away for Ended
+	// and IsGoingAway, which take no lock.
 	notify *connNotify
 	state  atomic.Uint32 // stateAway | stateEnded
 
-	role Role
-
 	// Owned by the run loop (fields are ordered to pack small ones).
-	sawSettings bool
-	keepaliveOn bool   // keepalive pings are configured; set before the reader starts
-	emptyData   int32  // consecutive empty DATA frames
-	resetCount  int32  // resets within the current resetWindow
-	inflow      inflow // connection receive window; given back on receipt
-	bdp         bdpEstimator
-	resetStart  int64        // unix nanoseconds the current resetWindow began
-	lastRead    atomic.Int64 // unix nanoseconds of the last frame read, when keepaliveOn
+	emptyData  int32  // consecutive empty DATA frames
+	resetCount int32  // resets within the current resetWindow
+	resetStart uint32 // milliseconds since clockEpoch (mod 2^32) the current resetWindow began
+	inflow     inflow // connection receive window; given back on receipt
+	bdp        bdpEstimator
+	lastRead   atomic.Int64 // unix nanoseconds of the last frame read, when keepaliveOn
 
 	mu       sync.Mutex
 	idleCond waitCond // signalled when writing becomes false; uses mu
 
-	// Guarded by mu (fields are ordered to pack small ones).
-	writing         bool // someone holds the write role
-	closing         bool // the connection is ending; no new work
-	goAwaySent      bool
-	goAwayRecv      bool
-	resetStrikes    bool // we sent HEADERS or DATA since the last PING: strikes restart
-	settingsAcked   bool
-	kaPingOut       bool // a keepalive PING is outstanding
-	wantWrite       bool // something new became writable since the writer last looked
-	soloBatch       bool // the unflushed bytes in fw are all held writes of one stream
-	drainStarted    bool // drainedLocked started the final close
-	away            bool // no new streams are accepted (goingAway is or will be closed)
-	ended           bool // finish ran (done is or will be closed)
+	// Guarded by mu.
 	closeErr        *Error
 	streams         map[uint32]*Stream // nil until the first stream and again once idle
-	nextID          uint32             // next stream id we would open (client)
-	maxPeerID       uint32             // highest stream id the peer opened
-	recentClosed    [recentClosedIDs]uint32
-	recentNext      int32
-	numLocal        int32 // open streams we initiated
-	numPeer         int32 // open streams the peer initiated
-	peerControl     int32 // entries of ctrl queued in reply to the peer
 	outflow         outflow
-	streamWindow    uint32 // our current SETTINGS_INITIAL_WINDOW_SIZE
-	connWindow      uint32 // our current connection receive window (cfg.InitialConnWindow, raised by BDP)
 	ctrl            []ctrlFrame
 	ready           readyList
-	slotFree        chan struct{}   // closed when a local stream slot frees; nil when nobody waits
-	goAwayLastID    uint32          // last stream id of the GOAWAY we sent
-	peerGoAwayCode  h2frame.ErrCode // error code of the peer's GOAWAY
-	goAwayDebug     string          // debug data of the queued GOAWAY
-	peerGoAwayDebug string          // its debug data
-	shutdownPhase   int32           // 0 none, 1 first GOAWAY + PING sent, 2 final GOAWAY sent
-	pingStrikes     int32
+	slotFree        chan struct{} // closed when a local stream slot frees; nil when nobody waits
+	goAwayDebug     string        // debug data of the queued GOAWAY
+	peerGoAwayDebug string        // its debug data
 	lastPingAt      time.Time
-	idleSince       time.Time
+	idleSince       int64             // unix nanoseconds the last stream closed (or the conn began)
 	freeStreams     []*Stream         // released streams kept for reuse
-	localSettings   []h2frame.Setting // payload of the next SETTINGS we send
+	localSettings   []h2frame.Setting // payload of the next SETTINGS we send; dropped when idle
 
 	peer peerSettings // guarded by mu
 
 	timers timers // guarded by mu
+
+	// Small fields, packed; guarded by mu unless marked.
+	nextID         uint32 // next stream id we would open (client)
+	maxPeerID      uint32 // highest stream id the peer opened
+	numLocal       int32  // open streams we initiated
+	numPeer        int32  // open streams the peer initiated
+	peerControl    int32  // entries of ctrl queued in reply to the peer
+	streamWindow   uint32 // our current SETTINGS_INITIAL_WINDOW_SIZE
+	connWindow     uint32 // our current connection receive window (cfg.InitialConnWindow, raised by BDP)
+	goAwayLastID   uint32 // last stream id of the GOAWAY we sent
+	peerGoAwayCode h2frame.ErrCode
+	shutdownPhase  int32 // 0 none, 1 first GOAWAY + PING sent, 2 final GOAWAY sent
+	pingStrikes    int32
+	// recentClosed holds the closedTag of recently closed peer stream ids
+	// (peer ids share their parity), a ring at recentNext: an id matches
+	// exactly when it is within 2^17 of one remembered; an older one may
+	// match by its low bits, which only picks STREAM_CLOSED over
+	// PROTOCOL_ERROR for a HEADERS on an id that is closed either way.
+	recentClosed  [recentClosedIDs]uint16
+	recentNext    uint8
+	role          Role // set once
+	sawSettings   bool // owned by the run loop
+	keepaliveOn   bool // keepalive pings are configured; set before the reader starts
+	writing       bool // someone holds the write role
+	closing       bool // the connection is ending; no new work
+	goAwaySent    bool
+	goAwayRecv    bool
+	resetStrikes  bool // we sent HEADERS or DATA since the last PING: strikes restart
+	settingsAcked bool
+	kaPingOut     bool // a keepalive PING is outstanding
+	wantWrite     bool // something new became writable since the writer last looked
+	soloBatch     bool // the unflushed bytes in fw are all held writes of one stream
+	drainStarted  bool // drainedLocked started the final close
+	away          bool // no new streams are accepted (goingAway is or will be closed)
+	ended         bool // finish ran (done is or will be closed)
 }
 
 // peerSettings are the peer's SETTINGS as last received.
@@ -234,10 +238,10 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 	} else {
 		c.nextID = 2
 	}
-	c.idleSince = time.Now()
+	c.idleSince = time.Now().UnixNano()
 	every, _, _ := c.keepaliveParams()
 	c.keepaliveOn = every > 0
-	c.lastRead.Store(c.idleSince.UnixNano())
+	c.lastRead.Store(c.idleSince)
 	return c
 }
 
@@ -282,8 +286,14 @@ func (c *Conn) end(err *Error) {
 // runOnEnd runs ServeAsync's onEnd, or the handler's ConnEnded when onEnd
 // is nil.
 func (c *Conn) runOnEnd() {
-	if c.onEnd != nil {
-		c.onEnd()
+	var onEnd func()
+	c.mu.Lock()
+	if c.notify != nil {
+		onEnd = c.notify.onEnd
+	}
+	c.mu.Unlock()
+	if onEnd != nil {
+		onEnd()
 	} else if eh, ok := c.handler.(EndHandler); ok {
 		eh.ConnEnded(c)
 	}
@@ -294,7 +304,11 @@ func (c *Conn) runOnEnd() {
 // when it ends; onEnd runs once the connection has ended, on whichever
 // goroutine ends it.
 func (c *Conn) serveAsync(onEnd func()) {
-	c.onEnd = onEnd
+	if onEnd != nil {
+		c.mu.Lock()
+		c.notifyLocked().onEnd = onEnd
+		c.mu.Unlock()
+	}
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -378,6 +392,7 @@ func (c *Conn) doneChan() <-chan struct{} {
 type connNotify struct {
 	done      chan struct{} // closed when the reader stopped and all is released
 	goingAway chan struct{} // closed once no new streams are accepted
+	onEnd     func()        // ServeAsync's; set before the reader starts
 }
 
 // notifyLocked returns c.notify, making it if needed.
@@ -437,6 +452,7 @@ func (c *Conn) trimIdleLocked() {
 	}
 	if len(c.ctrl) == 0 && !c.writing {
 		c.ctrl = nil
+		c.localSettings = nil // no SETTINGS is queued
 	}
 }
 
@@ -564,12 +580,19 @@ func (c *Conn) idleLocked(id uint32) bool {
 // wasClosedLocked reports whether id is one of the recently closed peer
 // streams.
 func (c *Conn) wasClosedLocked(id uint32) bool {
+	tag := closedTag(id)
 	for _, x := range c.recentClosed {
-		if x == id {
+		if x == tag {
 			return true
 		}
 	}
 	return false
+}
+
+// closedTag is what recentClosed keeps of a stream id: bits 1-16, plus one
+// so that the ring's empty slots (zero) match no small id.
+func closedTag(id uint32) uint16 {
+	return uint16(id>>1) + 1
 }
 
 // onData handles a DATA frame. f.Data is owned by us from here on.
@@ -707,8 +730,8 @@ func (c *Conn) resetStream(id uint32, code h2frame.ErrCode, reason string) *Erro
 
 // countReset enforces maxResetsPerWindow.
 func (c *Conn) countReset() *Error {
-	now := time.Now().UnixNano()
-	if time.Duration(now-c.resetStart) > resetWindow {
+	now := uint32(time.Since(clockEpoch).Milliseconds())
+	if time.Duration(now-c.resetStart)*time.Millisecond > resetWindow { // mod 2^32: exact below 49 days
 		c.resetStart, c.resetCount = now, 0
 	}
 	c.resetCount++
@@ -787,7 +810,7 @@ func (c *Conn) onWindowUpdate(f *h2frame.WindowUpdateFrame) *Error {
 
 // rememberClosedLocked records a closed peer stream id.
 func (c *Conn) rememberClosedLocked(id uint32) {
-	c.recentClosed[c.recentNext] = id
+	c.recentClosed[c.recentNext] = closedTag(id)
 	c.recentNext = (c.recentNext + 1) % recentClosedIDs
 }
 

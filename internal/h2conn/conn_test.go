@@ -440,7 +440,7 @@ func TestIdleAsyncNoGoroutine(t *testing.T) {
 		if nf != 0 || sm != nil || cc != 0 || st != nil {
 			t.Errorf("%v idle: %d free streams, streams map %v, ctrl cap %d, settings timer %v; want all dropped", c.role, nf, sm, cc, st)
 		}
-		if c.notify != nil {
+		if n := c.notify; n != nil && (n.done != nil || n.goingAway != nil) {
 			t.Errorf("%v made its Done or GoingAway channel before anyone asked", c.role)
 		}
 	}
@@ -787,10 +787,10 @@ func TestGoingAwayLazy(t *testing.T) {
 	}
 }
 
-// Conn stays within the 640-byte size class.
+// Conn stays within the 576-byte size class.
 func TestConnSize(t *testing.T) {
-	if n := unsafe.Sizeof(Conn{}); n > 640 {
-		t.Fatalf("Conn is %d bytes, want at most 640", n)
+	if n := unsafe.Sizeof(Conn{}); n > 576 {
+		t.Fatalf("Conn is %d bytes, want at most 576", n)
 	}
 }
 
@@ -829,5 +829,26 @@ func TestServeAsyncEndHandler(t *testing.T) {
 			t.Fatalf("closeFirst %v: ConnEnded called twice", closeFirst)
 		}
 		b.Close()
+	}
+}
+
+// The recently closed ring answers for the ids put in it, and only for
+// them among nearby ids, also once it wrapped.
+func TestRecentClosed(t *testing.T) {
+	c := &Conn{}
+	for _, id := range []uint32{1, 3, 5} {
+		if c.wasClosedLocked(id) {
+			t.Fatalf("empty ring: %d reported closed", id)
+		}
+	}
+	for id := uint32(1); id < 2*recentClosedIDs+40; id += 2 {
+		c.rememberClosedLocked(id)
+	}
+	last := uint32(2*recentClosedIDs + 39)
+	for id := uint32(1); id <= last+200; id += 2 {
+		want := id <= last && id > last-2*recentClosedIDs
+		if got := c.wasClosedLocked(id); got != want {
+			t.Fatalf("id %d: closed %v, want %v", id, got, want)
+		}
 	}
 }

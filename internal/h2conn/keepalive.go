@@ -130,7 +130,7 @@ func (c *Conn) onIdleTimer() {
 		return
 	}
 	if c.numLocal+c.numPeer == 0 {
-		if left := c.cfg.MaxConnectionIdle - timeNow().Sub(c.idleSince); left > 0 {
+		if left := c.cfg.MaxConnectionIdle - timeNow().Sub(time.Unix(0, c.idleSince)); left > 0 {
 			c.timers.age.idle.Reset(left)
 			c.mu.Unlock()
 			return

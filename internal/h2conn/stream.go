@@ -222,7 +222,7 @@ func (c *Conn) streamClosedLocked(s *Stream) {
 	}
 	s.doneFired = true
 	if c.numLocal+c.numPeer == 0 {
-		c.idleSince = timeNow()
+		c.idleSince = timeNow().UnixNano()
 		c.drainedLocked()
 	}
 }
