@@ -39,9 +39,8 @@ type Conn struct {
 	state  atomic.Uint32 // stateAway | stateEnded
 
 	// Owned by the run loop (fields are ordered to pack small ones).
-	emptyData  int32  // consecutive empty DATA frames
-	resetCount int32  // resets within the current resetWindow
-	resetStart uint32 // milliseconds since clockEpoch (mod 2^32) the current resetWindow began
+	emptyData  int16  // consecutive empty DATA frames (at most maxEmptyDataFrames+1)
+	resetCount int16  // resets within the current resetWindow (at most maxResetsPerWindow+1)
 	inflow     inflow // connection receive window; given back on receipt
 	bdp        bdpEstimator
 	lastRead   atomic.Int64 // unix nanoseconds of the last frame read, when keepaliveOn
@@ -77,8 +76,8 @@ type Conn struct {
 	connWindow     uint32 // our current connection receive window (cfg.InitialConnWindow, raised by BDP)
 	goAwayLastID   uint32 // last stream id of the GOAWAY we sent
 	peerGoAwayCode h2frame.ErrCode
-	shutdownPhase  int32 // 0 none, 1 first GOAWAY + PING sent, 2 final GOAWAY sent
 	pingStrikes    int32
+	resetStart     uint32 // owned by the run loop: milliseconds since clockEpoch (mod 2^32) the current resetWindow began
 	// recentClosed holds the closedTag of recently closed peer stream ids
 	// (peer ids share their parity), a ring at recentNext: an id matches
 	// exactly when it is within 2^17 of one remembered; an older one may
@@ -86,6 +85,7 @@ type Conn struct {
 	// PROTOCOL_ERROR for a HEADERS on an id that is closed either way.
 	recentClosed  [recentClosedIDs]uint16
 	recentNext    uint8
+	shutdownPhase int8 // 0 none, 1 first GOAWAY + PING sent, 2 final GOAWAY sent
 	role          Role // set once
 	sawSettings   bool // owned by the run loop
 	keepaliveOn   bool // keepalive pings are configured; set before the reader starts

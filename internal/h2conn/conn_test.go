@@ -787,10 +787,11 @@ func TestGoingAwayLazy(t *testing.T) {
 	}
 }
 
-// Conn stays within the 576-byte size class.
+// Conn stays within the 576-byte size class: an object over 512 bytes
+// carries an 8-byte malloc header, so at most 568 bytes.
 func TestConnSize(t *testing.T) {
-	if n := unsafe.Sizeof(Conn{}); n > 576 {
-		t.Fatalf("Conn is %d bytes, want at most 576", n)
+	if n := unsafe.Sizeof(Conn{}); n > 568 {
+		t.Fatalf("Conn is %d bytes, want at most 568", n)
 	}
 }
 

@@ -2,24 +2,43 @@ package h2conn
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// sharedTimer is a one-shot timer with time.AfterFunc's behaviour (f runs on
-// a goroutine of its own once the timer expires), kept in a process-wide
-// heap that one runtime timer serves. Every connection with keepalive holds
-// one for its whole life, mostly idle: a sharedTimer costs 32 bytes where a
-// time.Timer costs a runtime timer of over 100.
+// sharedTimer is a connection's keepalive timer, one-shot with
+// time.AfterFunc's behaviour (c.onKeepalive runs on a goroutine of its own
+// once it expires), kept in a process-wide heap that one runtime timer
+// serves. Every connection with keepalive holds one for its whole life,
+// mostly idle: a sharedTimer costs 24 bytes where a time.AfterFunc costs a
+// runtime timer of over 100 and a closure.
 type sharedTimer struct {
 	when time.Duration // deadline since clockEpoch; guarded by timerHeap.mu
 	idx  int32         // position in timerHeap.h, -1 when not scheduled; guarded by timerHeap.mu
-	f    func()        // set once by afterFuncShared
-	own  *time.Timer   // the timer's own runtime timer when shareTimers is off; set once
+	c    *Conn         // whose onKeepalive runs; set once
 }
 
+// sharedTimerFire runs an expired timer's work: c.onKeepalive on a
+// goroutine of its own, or what a test put in timerTestFire.
+func sharedTimerFire(t *sharedTimer) {
+	if f := timerTestFire.Load(); f != nil {
+		(*f)(t)
+		return
+	}
+	go t.c.onKeepalive()
+}
+
+// timerTestFire, when set, replaces what an expired sharedTimer does.
+var timerTestFire atomic.Pointer[func(*sharedTimer)]
+
 // shareTimers turns the shared heap on. Tests that run connections inside
-// testing/synctest bubbles turn it off: a bubble's timers must be its own.
+// testing/synctest bubbles turn it off, since a bubble's timers must be its
+// own: each sharedTimer then has a time.Timer of its own in ownTimers.
 var shareTimers = true
+
+// ownTimers maps a sharedTimer to its own time.Timer when shareTimers is
+// off (tests only).
+var ownTimers sync.Map
 
 // timerHeap is the min-heap of scheduled sharedTimers by deadline.
 var timerHeap struct {
@@ -29,22 +48,30 @@ var timerHeap struct {
 	armed time.Duration  // when rt fires (since clockEpoch), 0: not armed; guarded by mu
 }
 
-// afterFuncShared returns a sharedTimer that runs f after d.
-func afterFuncShared(d time.Duration, f func()) *sharedTimer {
-	t := &sharedTimer{idx: -1, f: f}
+// afterFuncShared returns a sharedTimer that expires after d.
+func afterFuncShared(d time.Duration, c *Conn) *sharedTimer {
+	t := &sharedTimer{idx: -1, c: c}
 	if !shareTimers {
-		t.own = time.AfterFunc(d, f)
+		ownTimers.Store(t, time.AfterFunc(d, func() { sharedTimerFire(t) }))
 		return t
 	}
 	t.Reset(d)
 	return t
 }
 
+// own returns t's own time.Timer if it was made while shareTimers was off.
+func (t *sharedTimer) own() *time.Timer {
+	if o, ok := ownTimers.Load(t); ok {
+		return o.(*time.Timer)
+	}
+	return nil
+}
+
 // Reset makes the timer expire after d, whether it was scheduled or not. It
 // reports whether it was scheduled.
 func (t *sharedTimer) Reset(d time.Duration) bool {
-	if t.own != nil {
-		return t.own.Reset(d)
+	if o := t.own(); o != nil {
+		return o.Reset(d)
 	}
 	when := time.Since(clockEpoch) + d
 	timerHeap.mu.Lock()
@@ -65,8 +92,8 @@ func (t *sharedTimer) Reset(d time.Duration) bool {
 // Stop unschedules the timer. It reports whether it was scheduled (false
 // when it already expired or was stopped).
 func (t *sharedTimer) Stop() bool {
-	if t.own != nil {
-		return t.own.Stop()
+	if o := t.own(); o != nil {
+		return o.Stop()
 	}
 	timerHeap.mu.Lock()
 	defer timerHeap.mu.Unlock()
@@ -114,7 +141,7 @@ func fireShared() {
 	armLocked()
 	timerHeap.mu.Unlock()
 	for _, t := range due {
-		go t.f()
+		sharedTimerFire(t)
 	}
 }
 

@@ -27,14 +27,21 @@ func TestSharedTimer(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var order []int
+	ids := map[*sharedTimer]int{}
 	fired := make(chan int, 16)
+	defer setTimerFire(func(t *sharedTimer) {
+		mu.Lock()
+		i := ids[t]
+		order = append(order, i)
+		mu.Unlock()
+		fired <- i
+	})()
 	mk := func(i int, d time.Duration) *sharedTimer {
-		return afterFuncShared(d, func() {
-			mu.Lock()
-			order = append(order, i)
-			mu.Unlock()
-			fired <- i
-		})
+		mu.Lock()
+		defer mu.Unlock()
+		t := afterFuncShared(d, nil)
+		ids[t] = i
+		return t
 	}
 	t3 := mk(3, 90*time.Millisecond)
 	t1 := mk(1, time.Hour) // moved earlier below
@@ -100,14 +107,14 @@ func TestSharedTimerConcurrent(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	var fires sync.Map
-	for g := range 4 {
+	defer setTimerFire(func(t *sharedTimer) { fires.Store(t, true) })()
+	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			ts := make([]*sharedTimer, 50)
 			for i := range ts {
-				id := g*100 + i
-				ts[i] = afterFuncShared(time.Hour+time.Duration(i%7)*time.Millisecond, func() { fires.Store(id, true) })
+				ts[i] = afterFuncShared(time.Hour+time.Duration(i%7)*time.Millisecond, nil)
 			}
 			for i, tm := range ts {
 				if i%3 == 0 {
@@ -146,4 +153,11 @@ func TestSharedTimerConcurrent(t *testing.T) {
 	if want := 4 * (50 - 17); count != want { // i%3 == 0 stopped: 17 of 50
 		t.Fatalf("%d timers fired, want %d", count, want)
 	}
+}
+
+// setTimerFire replaces what an expired sharedTimer does, and returns the
+// func that puts it back.
+func setTimerFire(f func(*sharedTimer)) (restore func()) {
+	timerTestFire.Store(&f)
+	return func() { timerTestFire.Store(nil) }
 }
