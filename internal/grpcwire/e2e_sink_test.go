@@ -10,6 +10,7 @@ import (
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2conn"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 )
@@ -123,6 +124,84 @@ func testStreamLanding(t *testing.T, pooled bool) {
 	var out grpc_testing.SimpleResponse
 	if err := cs.RecvMsg(&out); err != io.EOF {
 		t.Fatalf("final RecvMsg: %v; want io.EOF", err)
+	}
+	cs.Release()
+	cc.Close()
+	<-srvDone
+	deadline := time.Now().Add(5 * time.Second)
+	for pool.Outstanding() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := pool.Outstanding(); n != 0 {
+		t.Errorf("%d pool buffers outstanding", n)
+	}
+}
+
+// TestStreamLandingOversize: after a large message the receiver guesses the
+// next is as long; a next one over the receive limit is refused on its
+// prefix with ResourceExhausted all the same, both ends see it, and the
+// guessed buffer is freed.
+func TestStreamLandingOversize(t *testing.T) {
+	pool := bufpool.New(nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg := h2conn.Config{Pool: pool, PooledReads: true}
+	const limit = 400000
+	got := make(chan error, 1)
+	srvDone := make(chan error, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			srvDone <- err
+			return
+		}
+		srv := h2conn.NewServerConn(nc, cfg, h2conn.HandlerFunc(func(st *h2conn.Stream) {
+			req, _ := ParseRequest(st.Headers())
+			ss := NewServerStream(context.Background(), st, req, &ServerConfig{Pool: pool, MaxRecv: limit})
+			go func() {
+				defer st.Release()
+				var m grpc_testing.SimpleRequest
+				if err := ss.RecvMsg(&m); err != nil {
+					got <- err
+					ss.Finish(status.Convert(err))
+					return
+				}
+				err := ss.RecvMsg(&m)
+				got <- err
+				ss.Finish(status.Convert(err))
+			}()
+		}))
+		srvDone <- srv.Serve()
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := h2conn.NewClientConn(nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := NewClientStream(ctx, cc, &Request{Method: "/grpc.testing.BenchmarkService/StreamingCall", Authority: "x"}, ClientConfig{Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{300000, 500000} {
+		in := &grpc_testing.SimpleRequest{Payload: &grpc_testing.Payload{Body: make([]byte, n)}}
+		if err := cs.SendMsg(in, false); err != nil {
+			break // the server may have ended the call already
+		}
+	}
+	if err := <-got; status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("server RecvMsg: %v; want ResourceExhausted", err)
+	}
+	var out grpc_testing.SimpleResponse
+	if err := cs.RecvMsg(&out); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("client RecvMsg: %v; want ResourceExhausted", err)
 	}
 	cs.Release()
 	cc.Close()
