@@ -309,9 +309,10 @@ func ReadFrameHeader(b []byte) FrameHeader {
 }
 
 // ReadFrame reads the next frame. Unknown frame types are skipped. The
-// returned frame is valid until the next call; a DataFrame's Data is owned by
-// the caller. Errors are ConnError, StreamError (the connection may go on
-// reading) or I/O errors.
+// returned frame is valid until the next call; a DataFrame's Data, and the
+// reference its Sink carries (see DataSink), are owned by the caller. Errors
+// are ConnError, StreamError (the connection may go on reading) or I/O
+// errors.
 func (r *Reader) ReadFrame() (Frame, error) {
 	if r.err != nil {
 		return nil, r.err
