@@ -11,7 +11,7 @@ const entryOverhead = 32
 // as it lives, so the table is kept small: entries without HeaderField's
 // Sensitive flag (32 bytes, not 40) and 32-bit counters.
 type dynTable struct {
-	ring    []entry // len is a power of two (or zero)
+	ring    []entry // grows by half (minRing, 6, 9, 14, ...)
 	start   uint32  // ring position of the oldest entry
 	n       uint32  // number of entries
 	size    uint32  // sum of entry sizes (§4.1)
@@ -33,8 +33,17 @@ func (t *dynTable) len() int { return int(t.n) }
 
 // at returns the entry with dynamic index i (1 = newest); 1 <= i <= t.n.
 func (t *dynTable) at(i int) HeaderField {
-	e := t.ring[(t.start+t.n-uint32(i))&uint32(len(t.ring)-1)]
+	e := t.ring[t.pos(int(t.n)-i)]
 	return HeaderField{Name: e.name, Value: e.value}
+}
+
+// pos returns the ring position of the k-th oldest entry, 0 <= k < len(ring).
+func (t *dynTable) pos(k int) int {
+	p := int(t.start) + k
+	if p >= len(t.ring) {
+		p -= len(t.ring)
+	}
+	return p
 }
 
 // setMaxSize changes the maximum size, evicting the oldest entries until the
@@ -46,12 +55,13 @@ func (t *dynTable) setMaxSize(max uint32) {
 
 // evictTo evicts the oldest entries until size <= limit.
 func (t *dynTable) evictTo(limit uint32) {
-	mask := uint32(len(t.ring) - 1)
 	for t.size > limit && t.n > 0 {
 		e := &t.ring[t.start]
 		t.size -= uint32(len(e.name)+len(e.value)) + entryOverhead
 		*e = entry{} // drop the strings so the GC can take them
-		t.start = (t.start + 1) & mask
+		if t.start++; int(t.start) == len(t.ring) {
+			t.start = 0
+		}
 		t.n--
 	}
 }
@@ -69,7 +79,7 @@ func (t *dynTable) add(f HeaderField, hashed bool) {
 	if int(t.n) == len(t.ring) {
 		t.grow(hashed)
 	}
-	pos := (t.start + t.n) & uint32(len(t.ring)-1)
+	pos := t.pos(int(t.n))
 	t.ring[pos] = entry{f.Name, f.Value}
 	if t.nameHash != nil {
 		t.nameHash[pos] = hashName(f.Name)
@@ -78,24 +88,20 @@ func (t *dynTable) add(f HeaderField, hashed bool) {
 	t.size += sz
 }
 
-// grow doubles the ring, keeping the entries in order. The ring starts at
+// grow makes the ring half as long again, keeping the entries in order. The ring starts at
 // minRing entries, so that a connection whose peer indexes a few fields
 // (gRPC's usual :authority, user-agent and path) holds a few, not a
 // 4096-byte table's worth; the name hashes appear once the ring is longer
 // than linearMax.
 func (t *dynTable) grow(hashed bool) {
-	nc := 2 * len(t.ring)
-	if nc == 0 {
-		nc = minRing
-	}
+	nc := max(len(t.ring)+len(t.ring)/2, minRing)
 	r := make([]entry, nc)
 	var h []uint32
 	if hashed && nc > linearMax {
 		h = make([]uint32, nc)
 	}
-	mask := len(t.ring) - 1
 	for i := 0; i < int(t.n); i++ {
-		p := (int(t.start) + i) & mask
+		p := t.pos(i)
 		r[i] = t.ring[p]
 		switch {
 		case h == nil:
@@ -134,14 +140,23 @@ const linearMax = 16
 // linearMax entries a hashed table scans the name hashes instead (a 4096-byte
 // table holds at most 128 entries, so no index structure is needed).
 func (t *dynTable) search(name, value string) (idx int, exact bool) {
-	mask := len(t.ring) - 1
-	pos := int(t.start) + int(t.n) - 1
 	n := int(t.n)
-	if t.nameHash != nil && n > linearMax {
-		h := hashName(name)
-		for i := 1; i <= n; i++ {
-			p := (pos - i + 1) & mask
-			if t.nameHash[p] != h {
+	if n == 0 {
+		return 0, false
+	}
+	// Newest first: the entries are ring[start:newest+1] after ring[0:..]
+	// when they wrap; scan each run downwards, without a wrap check.
+	newest := t.pos(n - 1)
+	hi, lo := newest, max(newest-n+1, 0) // the first run, ring[lo:hi+1]
+	i := 1
+	hashed := t.nameHash != nil && n > linearMax
+	var h uint32
+	if hashed {
+		h = hashName(name)
+	}
+	for run := 0; run < 2; run++ {
+		for p := hi; p >= lo; p, i = p-1, i+1 {
+			if hashed && t.nameHash[p] != h {
 				continue
 			}
 			e := &t.ring[p]
@@ -154,18 +169,10 @@ func (t *dynTable) search(name, value string) (idx int, exact bool) {
 				}
 			}
 		}
-		return idx, false
-	}
-	for i := 1; i <= n; i++ {
-		e := &t.ring[(pos-i+1)&mask]
-		if e.name == name {
-			if e.value == value {
-				return i, true
-			}
-			if idx == 0 {
-				idx = i
-			}
+		if i > n {
+			break
 		}
+		hi, lo = len(t.ring)-1, len(t.ring)-(n-i+1) // the wrapped run
 	}
 	return idx, false
 }
