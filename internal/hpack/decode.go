@@ -252,9 +252,17 @@ func (d *Decoder) decode(block []byte, maxListSize uint32, emit func(HeaderField
 			if err != nil {
 				return err
 			}
-			f, err := d.lookup(i)
-			if err != nil {
-				return err
+			// lookup, written out: the hottest line of decoding.
+			var f HeaderField
+			switch {
+			case i-1 < uint64(staticLen): // 1 <= i <= staticLen
+				f = staticTable[i]
+			case i > uint64(staticLen) && i-uint64(staticLen) <= uint64(d.table.n):
+				f = d.table.at(int(i) - staticLen)
+			case i == 0:
+				return errIndexZero
+			default:
+				return errIndexRange
 			}
 			p = rest
 			listSize += uint64(f.Size())
@@ -331,6 +339,10 @@ func (d *Decoder) decode(block []byte, maxListSize uint32, emit func(HeaderField
 			name, val = d.makeStrings(nameB, valB)
 		}
 		if store {
+			if !nameKnown {
+				name = shared(name)
+			}
+			val = shared(val)
 			d.table.add(HeaderField{Name: name, Value: val}, false)
 		}
 		if !over {

@@ -85,3 +85,33 @@ func TestReleaseScratch(t *testing.T) {
 		t.Errorf("%v allocations per Decode+ReleaseScratch, want 1 (the literal's strings)", n)
 	}
 }
+
+// TestTableStringsShared checks that the dynamic tables of two decoders
+// fed the same indexed literals hold the same string memory, so that idle
+// connections from one client pin one copy between them.
+func TestTableStringsShared(t *testing.T) {
+	fields := []HeaderField{hf(":authority", "svc.example:8443"), hf("x-client-id", "a-value-only-this-test-uses")}
+	var tables [2]*Decoder
+	for i := range tables {
+		e := NewEncoder()
+		blk := e.BeginBlock(nil)
+		for _, f := range fields {
+			blk = e.AppendField(blk, f)
+		}
+		d := NewDecoder(4096)
+		got, err := decodeAll(d, blk, 0)
+		if err != nil || !fieldsEqual(got, fields) {
+			t.Fatalf("decode: %v, %v", got, err)
+		}
+		if d.table.len() != len(fields) {
+			t.Fatalf("table holds %d entries, want %d", d.table.len(), len(fields))
+		}
+		tables[i] = d
+	}
+	for k := 1; k <= len(fields); k++ {
+		a, b := tables[0].table.at(k), tables[1].table.at(k)
+		if a != b || unsafe.StringData(a.Value) != unsafe.StringData(b.Value) || unsafe.StringData(a.Name) != unsafe.StringData(b.Name) {
+			t.Errorf("entry %d: %v and %v do not share their strings", k, a, b)
+		}
+	}
+}

@@ -1,5 +1,7 @@
 package hpack
 
+import "unique"
+
 // vocabulary lists the names and values that gRPC over HTTP/2 sends over and
 // over. A decoded literal equal to one of them (or to a static table string)
 // is returned as the stored string instead of a new allocation.
@@ -59,4 +61,21 @@ func intern(b []byte) (string, bool) {
 	}
 	s, ok := internTable[string(b)]
 	return s, ok
+}
+
+// shared returns s as the one copy that all connections share: a
+// vocabulary string, or the canonical copy from the unique package. The
+// decoder stores its dynamic table entries this way, since a peer indexes
+// the values it repeats (its :authority, user-agent, the paths it calls),
+// and the connections of one client all repeat the same ones: the table of
+// an idle connection then pins no string of its own. It costs a map lookup
+// per insertion, which steady-state traffic does not make.
+func shared(s string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	if v, ok := internTable[s]; ok {
+		return v
+	}
+	return unique.Make(s).Value()
 }
