@@ -202,9 +202,6 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	sc := &serverConn{srv: s}
 	sc.peer = peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
-	if peerCtxKey == nil {
-		sc.ctx = peer.NewContext(context.Background(), &sc.peer)
-	}
 	conn := h2conn.NewServerConn(nc, s.h2cfg, sc)
 	s.mu.Lock()
 	if s.stopped {
@@ -279,14 +276,13 @@ func (s *Server) GracefulStop() {
 // allocation of its own.
 type serverConn struct {
 	srv  *Server
-	peer peer.Peer       // in the same allocation as the serverConn
-	ctx  context.Context // the connection's context when peerCtxKey is nil; else nil and sc is it
+	peer peer.Peer // in the same allocation as the serverConn
 }
 
 // peerCtxKey is the key under which grpc-go's peer package looks for the
 // Peer in a context, learned once by asking peer.FromContext through a
-// probe; nil if that did not work, and serverConn then makes a context with
-// peer.NewContext.
+// probe; nil if that did not work, and each call's context is then made
+// with peer.NewContext.
 var peerCtxKey = func() any {
 	var p keyProbe
 	peer.FromContext(&p)
@@ -308,8 +304,8 @@ func (p *keyProbe) Value(key any) any {
 
 // context returns the connection's context.
 func (sc *serverConn) context() context.Context {
-	if sc.ctx != nil {
-		return sc.ctx
+	if peerCtxKey == nil {
+		return peer.NewContext(context.Background(), &sc.peer)
 	}
 	return sc
 }

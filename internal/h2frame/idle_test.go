@@ -192,8 +192,8 @@ func TestReaderKeepsFramesInsideBlock(t *testing.T) {
 	if r.frames != nil {
 		t.Error("idle Reader holds its frames")
 	}
-	if sz := unsafe.Sizeof(Writer{}); sz > 192 {
-		t.Errorf("Writer is %d bytes, want at most 192 (what an idle connection holds)", sz)
+	if sz := unsafe.Sizeof(Writer{}); sz > 176 {
+		t.Errorf("Writer is %d bytes, want at most 176 (what an idle connection holds)", sz)
 	}
 	if sz := unsafe.Sizeof(*r); sz > 192 {
 		t.Errorf("Reader is %d bytes, want at most 192 (what an idle connection holds)", sz)

@@ -64,10 +64,10 @@ type WriterConfig struct {
 // write buffer's unsegmented tail is wb[seg:].
 type Writer struct {
 	dst     io.Writer
-	vw      VectorWriter // dst as a VectorWriter, or nil
 	pool    *bufpool.Pool
 	enc     *hpack.Encoder
 	peerMax uint32
+	vec     bool // dst is a VectorWriter (asserted again by the Flushes that use it: a field would cost every connection 16 bytes)
 	netBufs bool // dst is a *net.TCPConn or *net.UnixConn: writev via net.Buffers
 
 	cur   *bufpool.Buffer   // current pooled write buffer, or nil; owned by the Writer until Flush
@@ -92,9 +92,9 @@ func NewWriter(dst io.Writer, cfg WriterConfig) *Writer {
 	if w.peerMax == 0 {
 		w.peerMax = MinMaxFrameSize
 	}
-	switch d := dst.(type) {
+	switch dst.(type) {
 	case VectorWriter:
-		w.vw = d
+		w.vec = true
 	case *net.TCPConn, *net.UnixConn:
 		w.netBufs = true
 	}
@@ -352,8 +352,8 @@ func (w *Writer) Flush() error {
 	switch {
 	case len(w.iov) == 1:
 		_, err = w.dst.Write(w.iov[0])
-	case w.vw != nil:
-		_, err = w.vw.WriteVec(w.iov)
+	case w.vec:
+		_, err = w.dst.(VectorWriter).WriteVec(w.iov)
 	case w.netBufs:
 		w.nb = w.iov
 		_, err = w.nb.WriteTo(w.dst)

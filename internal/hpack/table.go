@@ -11,7 +11,7 @@ const entryOverhead = 32
 // as it lives, so the table is kept small: entries without HeaderField's
 // Sensitive flag (32 bytes, not 40) and 32-bit counters.
 type dynTable struct {
-	ring    []entry // grows by half (minRing, 6, 9, 14, ...)
+	ring    []entry // grows by half: 3, 4, 6, 9, 13, ...
 	start   uint32  // ring position of the oldest entry
 	n       uint32  // number of entries
 	size    uint32  // sum of entry sizes (§4.1)
@@ -115,8 +115,9 @@ func (t *dynTable) grow(hashed bool) {
 	t.start = 0
 }
 
-// minRing is the ring's first length.
-const minRing = 4
+// minRing is the ring's first length: a gRPC server's encoder indexes three
+// response fields, a client's five or six request fields.
+const minRing = 3
 
 // hashName is FNV-1a over s: names are short and the hash needs no state.
 func hashName(s string) uint32 {
