@@ -329,24 +329,30 @@ func (*serverConn) String() string { return "leangrpc.serverConn" }
 func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 	s := sc.srv
 	r := &rpc{srv: s}
-	req, rej := grpcwire.ParseRequestScratch(st.Headers(), r.mdVals[:])
+	req, rej := grpcwire.ParseRequestScratch(st.Headers(), r.scratch[:])
 	if rej != nil {
 		rq := req // only this branch pays for a heap copy
 		go grpcwire.RejectStream(st, &rq, rej)
 		return
 	}
 	r.ss.Init(sc.context(), st, req, &s.wireCfg)
+	if ctxKeysLearned {
+		r.ss.SetContext(r)
+	}
 	s.handlers.Add(1)
 	go r.handle()
 }
 
 // rpc holds everything one call needs on the server, allocated together.
+// It is the handler's context too (see Value): its cancelable part is the
+// ServerStream's CallContext, its values the metadata, the transport
+// stream and the connection's.
 type rpc struct {
-	srv    *Server
-	ss     grpcwire.ServerStream
-	stream serverStream
-	ts     transportStream
-	mdVals [12]string // backs the incoming metadata's values
+	srv     *Server
+	ss      grpcwire.ServerStream
+	stream  serverStream
+	ts      transportStream
+	scratch [16]string // backs the request's metadata fields
 }
 
 func (r *rpc) handle() {
@@ -359,9 +365,12 @@ func (r *rpc) handle() {
 		ss.Finish(status.Newf(codes.Unimplemented, "malformed method name: %q", method))
 		return
 	}
-	ctx := metadata.NewIncomingContext(ss.Context(), ss.Req.MD)
 	r.ts = transportStream{ss: ss, method: method}
-	ctx = grpc.NewContextWithServerTransportStream(ctx, &r.ts)
+	var ctx context.Context = r
+	if !ctxKeysLearned {
+		ctx = metadata.NewIncomingContext(ss.Context(), ss.IncomingMD())
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &r.ts)
+	}
 	r.stream = serverStream{ss: ss, ctx: ctx}
 
 	// services is read without mu: RegisterService refuses to run once
@@ -389,6 +398,44 @@ func (r *rpc) handle() {
 	}
 	ss.Finish(status.Newf(codes.Unimplemented, "unknown service %v", service))
 }
+
+// The context.Context methods of a call's context: those of its
+// CallContext, with the incoming metadata and the transport stream as
+// values under the keys grpc-go's packages use.
+
+func (r *rpc) Deadline() (time.Time, bool)    { return r.ss.Ctx.Deadline() }
+func (r *rpc) Done() <-chan struct{}          { return r.ss.Ctx.Done() }
+func (r *rpc) Err() error                     { return r.ss.Ctx.Err() }
+func (r *rpc) AfterFunc(f func()) func() bool { return r.ss.Ctx.AfterFunc(f) }
+func (r *rpc) String() string                 { return "leangrpc.rpc(" + r.ss.Req.Method + ")" }
+func (r *rpc) Value(key any) any {
+	switch key {
+	case mdCtxKey:
+		return r.ss.IncomingMD()
+	case stsCtxKey:
+		return &r.ts
+	}
+	return r.ss.Ctx.Value(key)
+}
+
+// mdCtxKey and stsCtxKey are the keys under which grpc-go's metadata
+// package looks for the incoming metadata and grpc looks for the
+// ServerTransportStream, learned once by probes as peerCtxKey is. When
+// either is unknown, handlers get contexts made with
+// metadata.NewIncomingContext and grpc.NewContextWithServerTransportStream.
+var (
+	mdCtxKey = func() any {
+		var p keyProbe
+		metadata.FromIncomingContext(&p)
+		return p.key
+	}()
+	stsCtxKey = func() any {
+		var p keyProbe
+		grpc.ServerTransportStreamFromContext(&p)
+		return p.key
+	}()
+	ctxKeysLearned = mdCtxKey != nil && stsCtxKey != nil && mdCtxKey != stsCtxKey
+)
 
 // appStatus converts a handler's error as grpc-go does: status errors
 // keep their status, context errors map to their codes, others are

@@ -26,10 +26,33 @@ type Request struct {
 	// AcceptEncoding is grpc-accept-encoding, comma-separated.
 	AcceptEncoding string
 	UserAgent      string
-	// MD is the custom metadata. On parse it also holds ":authority",
-	// "user-agent", "content-type" and "grpc-accept-encoding", as grpc-go
-	// shows handlers.
+	// MD is the custom metadata. ParseRequest fills it with what grpc-go
+	// shows handlers: the custom fields plus ":authority", "user-agent",
+	// "content-type" and "grpc-accept-encoding". ParseRequestScratch leaves
+	// it nil and keeps the fields for BuildMD.
 	MD metadata.MD
+
+	// mdPairs holds the metadata fields as name, value, name, value...
+	// (binary values decoded), in the order received; set by
+	// ParseRequestScratch.
+	mdPairs []string
+}
+
+// BuildMD returns a new map of the metadata fields ParseRequestScratch
+// kept (nil if it kept none), built with two allocations: the map and one
+// array shared by the values. Each key's slice has its capacity capped, so
+// a user's append copies instead of writing into a neighbour's value.
+func (r *Request) BuildMD() metadata.MD {
+	n := len(r.mdPairs) / 2
+	if n == 0 {
+		return nil
+	}
+	md := newMDBuilder(n)
+	md.vals = make([]string, 0, n)
+	for i := 0; i+1 < len(r.mdPairs); i += 2 {
+		md.add(r.mdPairs[i], r.mdPairs[i+1])
+	}
+	return md.md
 }
 
 // AppendRequestHeaders appends the HEADERS fields of a client request in
@@ -90,12 +113,16 @@ func (r *Reject) Error() string {
 // plain HTTP answers, see Reject.Plain); a :path without a leading slash
 // answers 200 with Unimplemented.
 func ParseRequest(fields []hpack.HeaderField) (Request, *Reject) {
-	return ParseRequestScratch(fields, nil)
+	r, rej := ParseRequestScratch(fields, nil)
+	r.MD = r.BuildMD()
+	return r, rej
 }
 
-// ParseRequestScratch is ParseRequest with the metadata values stored in
-// scratch when it has room (the caller keeps scratch alive as long as the
-// metadata), saving an allocation per request.
+// ParseRequestScratch is ParseRequest without building the metadata map:
+// the metadata fields are kept in scratch while it has room (else in a
+// slice of their own) for Request.BuildMD, which only a handler asking
+// for its metadata pays for. The caller keeps scratch alive as long as the
+// Request.
 func ParseRequestScratch(fields []hpack.HeaderField, scratch []string) (Request, *Reject) {
 	var (
 		r           Request
@@ -108,13 +135,7 @@ func ParseRequestScratch(fields []hpack.HeaderField, scratch []string) (Request,
 		nHost       int
 		host        string
 	)
-	md := newMDBuilder(len(fields))
-	if cap(scratch) >= len(fields) {
-		md.vals = scratch[:0]
-	} else {
-		md.vals = make([]string, 0, len(fields))
-	}
-	r.MD = md.md
+	md := mdPairs{p: scratch[:0]}
 	for _, f := range fields {
 		switch f.Name {
 		case "content-type":
@@ -172,6 +193,7 @@ func ParseRequestScratch(fields []hpack.HeaderField, scratch []string) (Request,
 			}
 		}
 	}
+	r.mdPairs = md.p
 	if nAuthority > 1 || nHost > 1 {
 		return r, &Reject{HTTPStatus: http.StatusBadRequest, Status: status.Newf(codes.Internal,
 			"num values of :authority: %v, num values of host: %v, both must only have 1 value as per HTTP/2 spec", nAuthority, nHost)}
@@ -192,6 +214,7 @@ func ParseRequestScratch(fields []hpack.HeaderField, scratch []string) (Request,
 		}
 		r.Authority = host
 		md.add(":authority", host)
+		r.mdPairs = md.p
 	}
 	if httpMethod != http.MethodPost {
 		return r, &Reject{Plain: true, HTTPStatus: http.StatusMethodNotAllowed, Status: status.Newf(codes.Internal,
@@ -201,6 +224,23 @@ func ParseRequestScratch(fields []hpack.HeaderField, scratch []string) (Request,
 		return r, &Reject{HTTPStatus: http.StatusOK, Status: status.Newf(codes.Unimplemented, "malformed method name: %q", r.Method)}
 	}
 	return r, nil
+}
+
+// mdPairs collects metadata fields for Request.mdPairs.
+type mdPairs struct{ p []string }
+
+func (m *mdPairs) add(k, v string) { m.p = append(m.p, k, v) }
+
+func (m *mdPairs) addDecoded(name, value string) error {
+	if IsBinaryKey(name) {
+		v, err := DecodeBinary(value)
+		if err != nil {
+			return err
+		}
+		value = v
+	}
+	m.add(name, value)
+	return nil
 }
 
 // SplitMethod splits "/service/method" into its parts; ok is false when

@@ -165,28 +165,30 @@ func TestSplitMethod(t *testing.T) {
 }
 
 func TestParseRequestScratch(t *testing.T) {
-	scratch := make([]string, 12)
+	scratch := make([]string, 16)
 	r, rej := ParseRequestScratch(base(hpack.HeaderField{Name: "x-a", Value: "1"}), scratch)
 	if rej != nil {
 		t.Fatal(rej)
 	}
-	inScratch := false
-	for i := range scratch {
-		if &scratch[i] == &r.MD["x-a"][0] {
-			inScratch = true
-		}
+	if r.MD != nil {
+		t.Errorf("MD built at parse: %v", r.MD)
 	}
-	if !inScratch {
-		t.Error("metadata values not stored in scratch")
+	if len(r.mdPairs) == 0 || &r.mdPairs[0] != &scratch[0] {
+		t.Error("metadata fields not kept in scratch")
 	}
-	r.MD["x-a"] = append(r.MD["x-a"], "2")
-	if r.MD[":authority"][0] != "h" || len(r.MD["content-type"]) != 1 {
-		t.Errorf("append clobbered a neighbour: %v", r.MD)
+	md := r.BuildMD()
+	want, _ := ParseRequest(base(hpack.HeaderField{Name: "x-a", Value: "1"}))
+	if !reflect.DeepEqual(md, want.MD) || md["x-a"][0] != "1" {
+		t.Errorf("BuildMD = %v, ParseRequest's MD %v", md, want.MD)
 	}
-	// Too small a scratch is not used.
+	md["x-a"] = append(md["x-a"], "2")
+	if md[":authority"][0] != "h" || len(md["content-type"]) != 1 {
+		t.Errorf("append clobbered a neighbour: %v", md)
+	}
+	// Too small a scratch still keeps every field.
 	r, _ = ParseRequestScratch(base(), make([]string, 1))
-	if r.MD[":authority"][0] != "h" {
-		t.Errorf("md %v", r.MD)
+	if md := r.BuildMD(); md[":authority"][0] != "h" {
+		t.Errorf("md %v", md)
 	}
 }
 

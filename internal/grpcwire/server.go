@@ -2,7 +2,6 @@ package grpcwire
 
 import (
 	"context"
-	"errors"
 	"io"
 	"strconv"
 	"sync"
@@ -36,9 +35,13 @@ type ServerStream struct {
 	pool  *bufpool.Pool
 
 	maxSend int
-	ctx     context.Context
-	cancel  context.CancelFunc
-	stop    func() bool // stops the deadline watcher; nil without a deadline
+	ctx     context.Context // what Context returns: &Ctx, or what SetContext set
+
+	// Ctx is the handler context's cancelable part (see CallContext).
+	Ctx CallContext
+
+	mdOnce sync.Once
+	md     metadata.MD // built by IncomingMD from Req's pairs
 
 	// Receive side, owned by the goroutine calling RecvMsg.
 	parser  Parser
@@ -76,27 +79,42 @@ func (s *ServerStream) Init(parent context.Context, st *h2conn.Stream, req Reque
 	s.parser.MaxRecv = cfg.MaxRecv
 	s.parser.Pool = s.pool
 	s.Codec, _ = CodecFor(req.ContentSubtype)
-	if req.HasTimeout {
-		s.ctx, s.cancel = context.WithTimeout(parent, req.Timeout)
-		ctx := s.ctx
-		s.stop = context.AfterFunc(ctx, func() {
-			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return
-			}
-			s.mu.Lock()
-			if !s.finished {
-				st.Reset(h2frame.ErrCodeCancel)
-			}
-			s.mu.Unlock()
-		})
-	} else {
-		s.ctx, s.cancel = context.WithCancel(parent)
-	}
+	s.ctx = &s.Ctx
+	s.Ctx.init(parent, req.Timeout, req.HasTimeout, s.onDeadline)
 	st.SetResetHook(s.onReset)
 }
 
+// onDeadline runs once the request's deadline passed: the stream is reset
+// with CANCEL unless the status went out.
+func (s *ServerStream) onDeadline() {
+	s.mu.Lock()
+	if !s.finished {
+		s.st.Reset(h2frame.ErrCodeCancel)
+	}
+	s.mu.Unlock()
+}
+
 // onReset runs when the stream ends abnormally: the handler's context ends.
-func (s *ServerStream) onReset(error) { s.cancel() }
+func (s *ServerStream) onReset(error) { s.Ctx.cancel(context.Canceled) }
+
+// SetContext makes ctx what Context returns and what errors are judged by:
+// a context whose Deadline, Done, Err and AfterFunc are s.Ctx's, with more
+// values. Call it before s is shared with another goroutine.
+func (s *ServerStream) SetContext(ctx context.Context) { s.ctx = ctx }
+
+// IncomingMD returns the request's metadata as grpc-go shows handlers
+// (custom fields, plus :authority, user-agent, content-type and
+// grpc-accept-encoding); the map is built on the first call, from the
+// fields ParseRequestScratch kept, or is Req.MD when that was filled.
+func (s *ServerStream) IncomingMD() metadata.MD {
+	s.mdOnce.Do(func() {
+		s.md = s.Req.MD
+		if s.md == nil {
+			s.md = s.Req.BuildMD()
+		}
+	})
+	return s.md
+}
 
 // Context returns the handler's context.
 func (s *ServerStream) Context() context.Context { return s.ctx }
@@ -266,10 +284,7 @@ func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
 			s.st.Reset(h2frame.ErrCodeNo)
 		}
 	}
-	if s.stop != nil {
-		s.stop()
-	}
-	s.cancel()
+	s.Ctx.cancel(context.Canceled)
 	s.parser.Close()
 	// The deadline watcher checks finished under mu; taking mu once more
 	// waits out a watcher that started before finished was set.
