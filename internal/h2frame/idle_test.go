@@ -195,8 +195,8 @@ func TestReaderKeepsFramesInsideBlock(t *testing.T) {
 	if sz := unsafe.Sizeof(Writer{}); sz > 176 {
 		t.Errorf("Writer is %d bytes, want at most 176 (what an idle connection holds)", sz)
 	}
-	if sz := unsafe.Sizeof(*r); sz > 192 {
-		t.Errorf("Reader is %d bytes, want at most 192 (what an idle connection holds)", sz)
+	if sz := unsafe.Sizeof(*r); sz > 176 {
+		t.Errorf("Reader is %d bytes, want at most 176 (what an idle connection holds)", sz)
 	}
 }
 

@@ -73,10 +73,10 @@ var ErrFrameTooLarge = ConnError{ErrCodeFrameSize, "frame_too_large"}
 // (or while a frame is being assembled), so that an idle connection holds no
 // read memory; otherwise rbuf is taken once and freed by Close.
 type Reader struct {
-	src        io.Reader
-	ready      ReadySource   // non-nil in pooled mode
-	canTry     bool          // ready is a TryReadySource
-	canBound   bool          // ready is a BoundedReadySource
+	src        io.Reader     // a ReadySource in pooled mode, asserted where used (a field would cost every connection 16 bytes)
+	pooled     bool          // pooled mode: src is a ReadySource
+	canTry     bool          // src is a TryReadySource
+	canBound   bool          // src is a BoundedReadySource
 	noWait     bool          // inside TryReadFrame
 	contStream uint32        // stream whose CONTINUATION must come next; 0: none
 	wait       time.Duration // SetIdleWait's bound; 0: none
@@ -186,7 +186,7 @@ func NewReader(src io.Reader, cfg ReaderConfig) *Reader {
 	// payloads go through tmp.
 	r.rbSize = max(r.rbSize, minReadBufferSize)
 	if rs, ok := src.(ReadySource); ok && !cfg.NoPooledReads {
-		r.ready = rs
+		r.pooled = true
 		_, r.canTry = rs.(TryReadySource)
 		_, r.canBound = rs.(BoundedReadySource)
 	}
@@ -449,7 +449,7 @@ func (r *Reader) dropReadBuffer() {
 func (r *Reader) release() {
 	if r.r == r.w {
 		r.r, r.w = 0, 0
-		if r.ready != nil && r.rbuf != nil {
+		if r.pooled && r.rbuf != nil {
 			r.dropReadBuffer()
 		}
 	}
@@ -461,7 +461,7 @@ func (r *Reader) fill(n int) error {
 	if r.w-r.r >= n {
 		return nil
 	}
-	if r.rbuf == nil && r.ready != nil {
+	if r.rbuf == nil && r.pooled {
 		// About to wait for the socket with nothing buffered: the
 		// connection may stay idle for long, so let go of scratch space.
 		r.shed()
@@ -469,17 +469,17 @@ func (r *Reader) fill(n int) error {
 		var err error
 		switch {
 		case r.noWait && r.canTry:
-			b, err = r.ready.(TryReadySource).TryReadReady(r.pool, r.rbSize)
+			b, err = r.src.(TryReadySource).TryReadReady(r.pool, r.rbSize)
 			if b == nil && err == nil {
 				return ErrWouldBlock
 			}
 		case r.wait > 0 && r.canBound:
-			b, err = r.ready.(BoundedReadySource).ReadReadyWithin(r.pool, r.rbSize, r.wait)
+			b, err = r.src.(BoundedReadySource).ReadReadyWithin(r.pool, r.rbSize, r.wait)
 			if b == nil && err == nil {
 				return ErrWouldBlock
 			}
 		default:
-			b, err = r.ready.ReadReady(r.pool, r.rbSize)
+			b, err = r.src.(ReadySource).ReadReady(r.pool, r.rbSize)
 		}
 		if err != nil {
 			return err

@@ -34,7 +34,7 @@ func TestTableGrowsWithUse(t *testing.T) {
 	}
 	for _, tb := range []*dynTable{&e.table, &d.table} {
 		// At most half again the entries (one growth step past them).
-		if len(tb.ring) > max(minRing, tb.len()+tb.len()/2) || tb.nameHash != nil {
+		if len(tb.ring) > max(minRing, tb.len()+(tb.len()+1)/2) || tb.nameHash != nil {
 			t.Errorf("%d entries: ring of %d, %d name hashes; want at most half again and none", tb.len(), len(tb.ring), len(tb.nameHash))
 		}
 	}

@@ -11,7 +11,7 @@ const entryOverhead = 32
 // as it lives, so the table is kept small: entries without HeaderField's
 // Sensitive flag (32 bytes, not 40) and 32-bit counters.
 type dynTable struct {
-	ring    []entry // grows by half: 3, 4, 6, 9, 13, ...
+	ring    []entry // grows by half, rounded up: 3, 5, 8, 12, 18, ...
 	start   uint32  // ring position of the oldest entry
 	n       uint32  // number of entries
 	size    uint32  // sum of entry sizes (§4.1)
@@ -94,7 +94,7 @@ func (t *dynTable) add(f HeaderField, hashed bool) {
 // 4096-byte table's worth; the name hashes appear once the ring is longer
 // than linearMax.
 func (t *dynTable) grow(hashed bool) {
-	nc := max(len(t.ring)+len(t.ring)/2, minRing)
+	nc := max(len(t.ring)+(len(t.ring)+1)/2, minRing)
 	r := make([]entry, nc)
 	var h []uint32
 	if hashed && nc > linearMax {
