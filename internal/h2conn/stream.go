@@ -3,6 +3,7 @@ package h2conn
 import (
 	"context"
 	"io"
+	"sync"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
@@ -82,16 +83,25 @@ type Stream struct {
 // maxFreeStreams bounds the released Stream objects a busy connection keeps
 // for reuse: enough for grpc-go's benchmark concurrency (120 calls in
 // flight) to open streams without allocating. Once no stream is open the
-// list is cut to idleFreeStreams, so an idle connection holds few. The
-// free list is per connection rather than a global sync.Pool so that a
-// Stream's channels never cross into another connection (or a
-// testing/synctest bubble).
+// list is cut to idleFreeStreams, so an idle connection holds few; the
+// streams cut go to spareStreams, a process-wide sync.Pool, since a busy
+// connection often has no stream open for a moment (a server that answered
+// every request of a batch) and takes them back a moment later, and the
+// garbage collector empties the pool of a process that stays idle. The free
+// list is per connection first so that a stream's reuse touches only its
+// connection's state; the pool is off when shareTimers is (tests running
+// connections in testing/synctest bubbles, whose channels must not cross
+// into another bubble).
 const (
 	maxFreeStreams  = 128
 	idleFreeStreams = 8
 	// maxKeptFields bounds the field slices a reused stream keeps.
 	maxKeptFields = 16
 )
+
+// spareStreams holds released Stream objects that a connection's free list
+// had no room for (see maxFreeStreams).
+var spareStreams sync.Pool
 
 // newStreamLocked takes a released stream object, or a new one, and
 // registers it.
@@ -101,7 +111,10 @@ func (c *Conn) newStreamLocked(id uint32, local bool) *Stream {
 		s = c.freeStreams[n-1]
 		c.freeStreams[n-1] = nil
 		c.freeStreams = c.freeStreams[:n-1]
-	} else {
+	} else if shareTimers {
+		s, _ = spareStreams.Get().(*Stream)
+	}
+	if s == nil {
 		s = &Stream{recvCh: make(chan struct{}, 1), sendCh: make(chan struct{}, 1)}
 	}
 	s.id, s.conn, s.local = id, c, local
@@ -619,6 +632,11 @@ func (s *Stream) release() {
 	if c.numLocal+c.numPeer == 0 {
 		keep = idleFreeStreams
 		if n := len(c.freeStreams); n > keep {
+			if shareTimers {
+				for _, f := range c.freeStreams[keep:] {
+					spareStreams.Put(f)
+				}
+			}
 			clear(c.freeStreams[keep:])
 			c.freeStreams = c.freeStreams[:keep]
 		}
