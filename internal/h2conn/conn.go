@@ -33,16 +33,17 @@ type Conn struct {
 
 	// notify holds the Done and GoingAway channels, made on demand, and
 	// ServeAsync's onEnd (nil until one is needed); guarded by mu, onEnd
-	// set before the reader starts. state mirrors ended and away for Ended
-	// and IsGoingAway, which take no lock.
+	// set before the reader starts. state holds whether no new streams
+	// are accepted (stateAway: goingAway is or will be closed) and whether
+	// finish ran (stateEnded: done is or will be closed); set under mu,
+	// read without it by IsGoingAway and Ended.
 	notify *connNotify
 	state  atomic.Uint32 // stateAway | stateEnded
 
 	// Owned by the run loop (fields are ordered to pack small ones).
-	emptyData  int16  // consecutive empty DATA frames (at most maxEmptyDataFrames+1)
-	resetCount int16  // resets within the current resetWindow (at most maxResetsPerWindow+1)
-	inflow     inflow // connection receive window; given back on receipt
-	bdp        bdpEstimator
+	emptyData  int16        // consecutive empty DATA frames (at most maxEmptyDataFrames+1)
+	resetCount int16        // resets within the current resetWindow (at most maxResetsPerWindow+1)
+	inflow     inflow       // connection receive window; given back on receipt
 	lastRead   atomic.Int64 // unix nanoseconds of the last frame read, when keepaliveOn
 
 	mu       sync.Mutex
@@ -58,9 +59,12 @@ type Conn struct {
 	goAwayDebug     string        // debug data of the queued GOAWAY
 	peerGoAwayDebug string        // its debug data
 	lastPingAt      time.Time
-	idleSince       int64             // unix nanoseconds the last stream closed (or the conn began)
-	freeStreams     []*Stream         // released streams kept for reuse
-	localSettings   []h2frame.Setting // payload of the next SETTINGS we send; dropped when idle
+	// bdp is the BDP estimator, made once a stream window's worth of DATA
+	// arrived (bdpBytes counts it until then), so that connections of
+	// small calls never hold one.
+	bdp           *bdpEstimator
+	freeStreams   []*Stream         // released streams kept for reuse
+	localSettings []h2frame.Setting // payload of the next SETTINGS we send; dropped when idle
 
 	peer peerSettings // guarded by mu
 
@@ -77,6 +81,7 @@ type Conn struct {
 	goAwayLastID   uint32 // last stream id of the GOAWAY we sent
 	peerGoAwayCode h2frame.ErrCode
 	pingStrikes    int32
+	bdpBytes       uint32 // DATA bytes received while bdp is nil
 	resetStart     uint32 // owned by the run loop: milliseconds since clockEpoch (mod 2^32) the current resetWindow began
 	// recentClosed holds the closedTag of recently closed peer stream ids
 	// (peer ids share their parity), a ring at recentNext: an id matches
@@ -99,8 +104,6 @@ type Conn struct {
 	wantWrite     bool // something new became writable since the writer last looked
 	soloBatch     bool // the unflushed bytes in fw are all held writes of one stream
 	drainStarted  bool // drainedLocked started the final close
-	away          bool // no new streams are accepted (goingAway is or will be closed)
-	ended         bool // finish ran (done is or will be closed)
 }
 
 // peerSettings are the peer's SETTINGS as last received.
@@ -229,19 +232,15 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 	c.inflow.init(cfg.InitialConnWindow)
 	c.connWindow = cfg.InitialConnWindow
 	c.streamWindow = cfg.InitialStreamWindow
-	c.bdp = bdpEstimator{window: cfg.InitialStreamWindow, limit: maxBDPWindow}
-	if cfg.DisableBDP {
-		c.bdp.limit = 0
-	}
 	if role == RoleClient {
 		c.nextID = 1
 	} else {
 		c.nextID = 2
 	}
-	c.idleSince = time.Now().UnixNano()
+	now := time.Now().UnixNano()
 	every, _, _ := c.keepaliveParams()
 	c.keepaliveOn = every > 0
-	c.lastRead.Store(c.idleSince)
+	c.lastRead.Store(now)
 	return c
 }
 
@@ -365,7 +364,6 @@ func (e *Error) graceful() bool {
 func (c *Conn) finish() {
 	c.fr.Close()
 	c.mu.Lock()
-	c.ended = true
 	c.state.Or(stateEnded)
 	if n := c.notify; n != nil && n.done != nil {
 		close(n.done)
@@ -380,7 +378,7 @@ func (c *Conn) doneChan() <-chan struct{} {
 	n := c.notifyLocked()
 	if n.done == nil {
 		n.done = make(chan struct{})
-		if c.ended {
+		if c.Ended() {
 			close(n.done)
 		}
 	}
@@ -630,8 +628,8 @@ func (c *Conn) onData(f *h2frame.DataFrame) *Error {
 	if inc := c.inflow.credit(int(f.FlowLen), c.connWindow); inc > 0 {
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: 0, val: inc}, false)
 	}
-	if f.FlowLen > 0 {
-		ping, grown := c.bdp.onData(f.FlowLen, timeNow)
+	if b := c.bdpLocked(f.FlowLen); b != nil {
+		ping, grown := b.onData(f.FlowLen, timeNow)
 		if ping {
 			c.queueCtrlLocked(ctrlFrame{kind: ctrlPing, data: bdpPingData}, false)
 		}
@@ -926,10 +924,9 @@ func (c *Conn) failAllStreamsLocked(err *Error) []hookCall {
 }
 
 func (c *Conn) closeGoingAwayLocked() {
-	if c.away {
+	if c.IsGoingAway() {
 		return
 	}
-	c.away = true
 	c.state.Or(stateAway)
 	if n := c.notify; n != nil && n.goingAway != nil {
 		close(n.goingAway)
@@ -943,7 +940,7 @@ func (c *Conn) goingAwayChan() <-chan struct{} {
 	n := c.notifyLocked()
 	if n.goingAway == nil {
 		n.goingAway = make(chan struct{})
-		if c.away {
+		if c.IsGoingAway() {
 			close(n.goingAway)
 		}
 	}
@@ -991,4 +988,26 @@ func (w *waitCond) Wait() {
 	w.L.Unlock()
 	<-ch
 	w.L.Lock()
+}
+
+// bdpLocked returns the BDP estimator to feed n more DATA bytes to, making
+// it once a stream window's worth arrived; nil while fewer did, or when the
+// estimate cannot grow anything (DisableBDP, or a window at the limit).
+func (c *Conn) bdpLocked(n uint32) *bdpEstimator {
+	if c.bdp != nil || n == 0 {
+		return c.bdp
+	}
+	w := c.cfg.InitialStreamWindow
+	if c.cfg.DisableBDP || w >= maxBDPWindow {
+		return nil
+	}
+	if uint64(c.bdpBytes)+uint64(n) < uint64(w) {
+		c.bdpBytes += n
+		return nil
+	}
+	// The estimator starts where it would have been had it counted from
+	// the first byte: the caller's onData completes the first window.
+	c.bdp = &bdpEstimator{window: w, limit: maxBDPWindow, since: int64(c.bdpBytes)}
+	c.bdpBytes = 0
+	return c.bdp
 }

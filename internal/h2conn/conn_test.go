@@ -787,11 +787,11 @@ func TestGoingAwayLazy(t *testing.T) {
 	}
 }
 
-// Conn stays within the 576-byte size class: an object over 512 bytes
-// carries an 8-byte malloc header, so at most 568 bytes.
+// Conn stays within the 512-byte size class (an object over 512 bytes
+// would also carry an 8-byte malloc header).
 func TestConnSize(t *testing.T) {
-	if n := unsafe.Sizeof(Conn{}); n > 568 {
-		t.Fatalf("Conn is %d bytes, want at most 568", n)
+	if n := unsafe.Sizeof(Conn{}); n > 512 {
+		t.Fatalf("Conn is %d bytes, want at most 512", n)
 	}
 }
 
@@ -851,5 +851,32 @@ func TestRecentClosed(t *testing.T) {
 		if got := c.wasClosedLocked(id); got != want {
 			t.Fatalf("id %d: closed %v, want %v", id, got, want)
 		}
+	}
+}
+
+// The BDP estimator appears once a stream window's worth of DATA arrived,
+// in the state it would have had counting from the first byte; a
+// connection of small calls, or one with BDP off, never makes it, and an
+// ACK of a BDP PING nobody sent finds nothing to update.
+func TestBDPLazy(t *testing.T) {
+	c := &Conn{cfg: &Config{InitialStreamWindow: 1000}}
+	if b := c.bdpLocked(400); b != nil {
+		t.Fatal("estimator made before a window's worth")
+	}
+	c.bdp.onAck(time.Now()) // an unsolicited ACK: no panic, nothing to do
+	b := c.bdpLocked(600)
+	if b == nil || c.bdp != b {
+		t.Fatal("no estimator after a window's worth")
+	}
+	now := time.Now()
+	if ping, _ := b.onData(600, func() time.Time { return now }); !ping {
+		t.Fatal("the first window's worth did not start a BDP sample")
+	}
+	if c.bdpLocked(1) != b {
+		t.Fatal("a second estimator was made")
+	}
+	off := &Conn{cfg: &Config{InitialStreamWindow: 1000, DisableBDP: true}}
+	if off.bdpLocked(1<<20) != nil || off.bdp != nil {
+		t.Fatal("estimator made with BDP off")
 	}
 }

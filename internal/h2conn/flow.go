@@ -147,7 +147,7 @@ func (b *bdpEstimator) onData(n uint32, clock func() time.Time) (ping bool, grow
 
 // onAck records the ACK of the BDP PING: one round-trip sample.
 func (b *bdpEstimator) onAck(t time.Time) {
-	if !b.pinging {
+	if b == nil || !b.pinging { // nil: no estimator yet, so no BDP PING out
 		return
 	}
 	now := t.Sub(clockEpoch)

@@ -21,9 +21,10 @@ type timers struct {
 // ageTimers are a server's connection lifetime timers, which most servers
 // do not configure: a separate allocation keeps them out of every Conn.
 type ageTimers struct {
-	idle  *time.Timer // server MaxConnectionIdle
-	age   *time.Timer // server MaxConnectionAge
-	grace *time.Timer // server MaxConnectionAgeGrace
+	idle      *time.Timer // server MaxConnectionIdle
+	age       *time.Timer // server MaxConnectionAge
+	grace     *time.Timer // server MaxConnectionAgeGrace
+	idleSince int64       // unix nanoseconds the last stream closed (or the timers started)
 }
 
 // keepaliveParams returns the role's keepalive ping settings.
@@ -42,7 +43,7 @@ func (c *Conn) startTimersLocked() {
 		c.timers.keepalive = afterFuncShared(every, c)
 	}
 	if c.role == RoleServer && (c.cfg.MaxConnectionIdle > 0 || c.cfg.MaxConnectionAge > 0) {
-		a := new(ageTimers)
+		a := &ageTimers{idleSince: time.Now().UnixNano()}
 		c.timers.age = a
 		if c.cfg.MaxConnectionIdle > 0 {
 			a.idle = time.AfterFunc(c.cfg.MaxConnectionIdle, c.onIdleTimer)
@@ -130,7 +131,7 @@ func (c *Conn) onIdleTimer() {
 		return
 	}
 	if c.numLocal+c.numPeer == 0 {
-		if left := c.cfg.MaxConnectionIdle - timeNow().Sub(time.Unix(0, c.idleSince)); left > 0 {
+		if left := c.cfg.MaxConnectionIdle - timeNow().Sub(time.Unix(0, c.timers.age.idleSince)); left > 0 {
 			c.timers.age.idle.Reset(left)
 			c.mu.Unlock()
 			return

@@ -235,7 +235,9 @@ func (c *Conn) streamClosedLocked(s *Stream) {
 	}
 	s.doneFired = true
 	if c.numLocal+c.numPeer == 0 {
-		c.idleSince = timeNow().UnixNano()
+		if a := c.timers.age; a != nil {
+			a.idleSince = timeNow().UnixNano()
+		}
 		c.drainedLocked()
 	}
 }
