@@ -177,7 +177,10 @@ func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInf
 	cfg := grpcwire.ClientConfig{Pool: cc.pool, Codec: ci.codec, MaxRecv: ci.maxRecv, MaxSend: ci.maxSend,
 		// A unary call shows metadata only through the Header and
 		// Trailer call options.
-		NoMetadata: hold && len(ci.headerAddrs) == 0 && len(ci.trailerAddrs) == 0}
+		NoMetadata: hold && len(ci.headerAddrs) == 0 && len(ci.trailerAddrs) == 0,
+		// Only Invoke holds the request headers, and it waits in the
+		// stream's calls from start to end.
+		Unary: hold}
 	for attempt := 0; ; attempt++ {
 		conn, p, err := cc.getConn(ctx, ci.waitForReady)
 		if err != nil {

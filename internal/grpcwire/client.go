@@ -26,6 +26,12 @@ type ClientConfig struct {
 	// NoMetadata says the caller will not ask for the response headers or
 	// trailers (Header and Trailer then return nil), sparing their maps.
 	NoMetadata bool
+	// Unary says the caller waits in the stream's calls from its start to
+	// its end (Invoke: SendMsg, then RecvMsg until the status, then
+	// Release): the context is then watched by those waits
+	// (h2conn.Stream.WatchCancel) instead of a context.AfterFunc, which
+	// costs allocations and a registration on the parent.
+	Unary bool
 }
 
 // ClientStream is the gRPC client side of one HTTP/2 stream. SendMsg and
@@ -34,8 +40,9 @@ type ClientConfig struct {
 type ClientStream struct {
 	st      *h2conn.Stream
 	ctx     context.Context
-	stop    func() bool // stops the context watcher
+	stop    func() bool // stops the context watcher; nil while there is none
 	fired   bool        // the context watcher ran (or runs): the stream may not be reused
+	watch   bool        // ClientConfig.Unary with a context that can end: the waits watch it
 	codec   encoding.CodecV2
 	pool    *bufpool.Pool
 	maxSend int
@@ -105,10 +112,21 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	}
 	s.parser.MaxRecv = cfg.MaxRecv
 	s.parser.Pool = s.pool
-	if ctx.Done() != nil {
-		s.stop = context.AfterFunc(ctx, func() { st.Reset(h2frame.ErrCodeCancel) })
+	if done := ctx.Done(); done != nil {
+		if cfg.Unary {
+			s.watch = true
+			st.WatchCancel(done)
+		} else {
+			s.watchContext()
+		}
 	}
 	return s, nil
+}
+
+// watchContext resets the stream with CANCEL when the context ends.
+func (s *ClientStream) watchContext() {
+	st := s.st
+	s.stop = context.AfterFunc(s.ctx, func() { st.Reset(h2frame.ErrCodeCancel) })
 }
 
 // Stream returns the underlying HTTP/2 stream.
@@ -327,6 +345,11 @@ func (s *ClientStream) recvPayload() (*bufpool.Buffer, error) {
 	dst, from, to := s.parser.Sink()
 	if to == 0 {
 		return s.st.Recv()
+	}
+	if s.watch && s.stop == nil && !s.ended {
+		// RecvInto does not watch the context: from now on a watcher
+		// does.
+		s.watchContext()
 	}
 	b, n, err := s.st.RecvInto(dst, from, to)
 	if n > 0 {

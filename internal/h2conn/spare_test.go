@@ -2,9 +2,13 @@ package h2conn
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/hpack"
 )
 
 // The streams an idle connection cuts from its free list go to the
@@ -48,6 +52,68 @@ func TestIdleTrimFeedsSpareStreams(t *testing.T) {
 	// sync.Pool drops a quarter of what it is given.
 	if reused <= idleFreeStreams {
 		t.Errorf("second burst reused %d of %d streams, want more than the %d the free list kept", reused, n, idleFreeStreams)
+	}
+	p.close(t)
+}
+
+// A stream that watches a cancel channel is reset with CANCEL by the call
+// waiting on it (RecvHeaders, Recv, a WriteData waiting for window) once
+// the channel closes; the server sees the reset.
+func TestWatchCancel(t *testing.T) {
+	serverSaw := make(chan error, 4)
+	p := newPair(t, Config{InitialStreamWindow: 1 << 10}, Config{InitialStreamWindow: 1 << 10}, func(pool *bufpool.Pool) Handler {
+		return HandlerFunc(func(s *Stream) {
+			go func() {
+				if s.Headers()[2].Value == "/respond" {
+					// Headers, then nothing: the client waits in Recv.
+					s.WriteHeaders([]hpack.HeaderField{{Name: ":status", Value: "200"}}, false)
+				}
+				<-s.Done()
+				serverSaw <- s.Err()
+				s.Release()
+			}()
+		})
+	}, false)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		path string
+		wait func(s *Stream) error
+	}{
+		{"RecvHeaders", "/silent", func(s *Stream) error { _, _, err := s.RecvHeaders(); return err }},
+		{"Recv", "/respond", func(s *Stream) error {
+			if _, _, err := s.RecvHeaders(); err != nil {
+				return err
+			}
+			_, err := s.Recv()
+			return err
+		}},
+		{"WriteData", "/silent", func(s *Stream) error {
+			// More than the 1 KiB window: the write waits for WINDOW_UPDATE.
+			return s.WriteData(p.pool.Copy(make([]byte, 4<<10)), false)
+		}},
+	} {
+		s, err := p.client.NewStream(ctx, reqFields(tc.path), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		s.WatchCancel(done)
+		time.AfterFunc(20*time.Millisecond, func() { close(done) })
+		err = tc.wait(s)
+		var he *Error
+		if !errors.As(err, &he) || he.Code != h2frame.ErrCodeCancel || he.Initiator != InitiatorUser {
+			t.Errorf("%s: %v, want the user's CANCEL reset", tc.name, err)
+		}
+		select {
+		case err := <-serverSaw:
+			if !errors.As(err, &he) || he.Code != h2frame.ErrCodeCancel || he.Initiator != InitiatorPeer {
+				t.Errorf("%s: server saw %v, want the peer's CANCEL", tc.name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the server did not see the reset", tc.name)
+		}
+		s.Release()
 	}
 	p.close(t)
 }

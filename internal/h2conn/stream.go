@@ -78,6 +78,38 @@ type Stream struct {
 
 	recvCh chan struct{} // one slot; signals the receiver
 	sendCh chan struct{} // one slot; signals the sender
+	// cancel, when set (WatchCancel), ends a wait of the stream's sender or
+	// receiver once closed, resetting the stream with CANCEL.
+	cancel <-chan struct{}
+}
+
+// WatchCancel makes the stream's blocking calls (the waits of RecvHeaders,
+// Recv, WriteHeaders, WriteData, CloseSend and Release) also end when done
+// is closed: the waiting call resets the stream with CANCEL, as Reset
+// does, and returns the reset's error. It is context.AfterFunc's work
+// without its allocations, for a caller that always waits in one of these
+// calls until the stream ends (a unary call): nothing resets the stream
+// while nobody waits. RecvInto does not watch done.
+func (s *Stream) WatchCancel(done <-chan struct{}) {
+	c := s.conn
+	c.mu.Lock()
+	s.cancel = done
+	c.mu.Unlock()
+}
+
+// park blocks until ch is signaled or the cancel channel done (s.cancel
+// read under mu) is closed, in which case it resets the stream with
+// CANCEL. Called without mu.
+func (s *Stream) park(ch chan struct{}, done <-chan struct{}) {
+	if done == nil {
+		<-ch
+		return
+	}
+	select {
+	case <-ch:
+	case <-done:
+		s.reset(h2frame.ErrCodeCancel)
+	}
 }
 
 // maxFreeStreams bounds the released Stream objects a busy connection keeps
@@ -342,8 +374,9 @@ func (s *Stream) waitSendLocked() error {
 			continue
 		}
 		s.sendWaiting = true
+		done := s.cancel
 		c.mu.Unlock()
-		<-s.sendCh
+		s.park(s.sendCh, done)
 		c.mu.Lock()
 		s.sendWaiting = false
 		if s.handoff {
@@ -404,8 +437,9 @@ func (s *Stream) recvHeaders() ([]hpack.HeaderField, bool, error) {
 			return nil, true, &Error{Code: h2frame.ErrCodeProtocol, StreamID: s.id, Initiator: InitiatorPeer, Reason: "no_response_headers"}
 		}
 		s.recvWaiting = true
+		done := s.cancel
 		c.mu.Unlock()
-		<-s.recvCh
+		s.park(s.recvCh, done)
 		c.mu.Lock()
 		s.recvWaiting = false
 	}
@@ -437,8 +471,9 @@ func (s *Stream) recv() (*bufpool.Buffer, error) {
 			return nil, err
 		}
 		s.recvWaiting = true
+		done := s.cancel
 		c.mu.Unlock()
-		<-s.recvCh
+		s.park(s.recvCh, done)
 		c.mu.Lock()
 		s.recvWaiting = false
 	}
