@@ -36,8 +36,8 @@ type Message struct {
 	// buffer the message landed in when it lay in one DATA frame, else one
 	// pooled buffer the Parser gathered its frames into, so a codec never
 	// has to gather it again. The receiver owns the message and must Free
-	// it; the slice holding the buffer belongs to the Parser and is valid
-	// until the next Next.
+	// it; the slice holding the buffer, and the view of a small message,
+	// belong to the Parser and are valid until the next Next.
 	Data       mem.BufferSlice
 	Compressed bool
 	// release is the pooled buffer a small message's Data views (mem's
@@ -54,6 +54,12 @@ func (m *Message) Free() {
 		m.release = nil
 	}
 }
+
+// sliceView is a mem.Buffer over bytes a Message's release reference keeps
+// alive, held in the Parser so that handing it out as an interface value
+// does not allocate. Its methods are mem.SliceBuffer's: Ref and Free do
+// nothing.
+type sliceView struct{ mem.SliceBuffer }
 
 // chunk is one queued DATA payload: a mem.Buffer for payloads above mem's
 // pooling threshold (sliced into views without copying), or the pooled
@@ -114,6 +120,7 @@ type Parser struct {
 	q     []chunk       // owned by the Parser, one reference each: pending payloads, q[0] read from off
 	qbuf  [4]chunk      // backs q while it is short
 	one   [1]mem.Buffer // backs a single-piece Message.Data (the buffer in it is the receiver's)
+	view  sliceView     // the view one holds for a small message, valid until the next take
 	off   int
 	avail int // unread bytes across q
 
@@ -460,7 +467,8 @@ func (p *Parser) take(msg *Message, n int) {
 		if head.b != nil {
 			head.b.Ref() // the message's reference, dropped by Message.Free
 			msg.release = head.b
-			p.one[0] = mem.SliceBuffer(head.b.Bytes()[p.off : p.off+n])
+			p.view.SliceBuffer = head.b.Bytes()[p.off : p.off+n]
+			p.one[0] = &p.view // no allocation, unlike boxing a SliceBuffer
 		} else {
 			p.one[0] = head.m.Slice(p.off, p.off+n)
 		}
@@ -482,6 +490,7 @@ func (p *Parser) Close() {
 	}
 	p.q = nil
 	p.one[0] = nil
+	p.view.SliceBuffer = nil
 	if p.asm != nil {
 		p.asm.Free()
 		p.asm, p.asmN = nil, 0

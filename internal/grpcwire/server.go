@@ -81,7 +81,7 @@ func (s *ServerStream) Init(parent context.Context, st *h2conn.Stream, req Reque
 	s.Codec, _ = CodecFor(req.ContentSubtype)
 	s.ctx = &s.Ctx
 	s.Ctx.init(parent, req.Timeout, req.HasTimeout, s.onDeadline)
-	st.SetResetHook(s.onReset)
+	st.SetResetHandler(s)
 }
 
 // onDeadline runs once the request's deadline passed: the stream is reset
@@ -94,8 +94,9 @@ func (s *ServerStream) onDeadline() {
 	s.mu.Unlock()
 }
 
-// onReset runs when the stream ends abnormally: the handler's context ends.
-func (s *ServerStream) onReset(error) { s.Ctx.cancel(context.Canceled) }
+// StreamReset is the stream's h2conn.ResetHandler: when the stream ends
+// abnormally the handler's context ends.
+func (s *ServerStream) StreamReset(error) { s.Ctx.cancel(context.Canceled) }
 
 // SetContext makes ctx what Context returns and what errors are judged by:
 // a context whose Deadline, Done, Err and AfterFunc are s.Ctx's, with more

@@ -907,11 +907,11 @@ func (c *Conn) failAllStreamsLocked(err *Error) []hookCall {
 			serr.Cause = net.ErrClosed
 		}
 		h := c.failStreamLocked(s, serr)
-		if h == nil && c.role == RoleServer && s.resetHook != nil && !s.hookDone {
+		if h == nil && c.role == RoleServer && s.hasResetHook() && !s.hookDone {
 			// A server's handlers hear of every end of the connection,
 			// also a local Close (Server.Stop cancels their contexts).
 			s.hookDone = true
-			h = s.resetHook
+			h = s.resetFunc()
 		}
 		if h != nil {
 			hooks = append(hooks, hookCall{h, serr})

@@ -72,6 +72,7 @@ type Stream struct {
 
 	err       *Error // why the stream ended abnormally
 	resetHook func(error)
+	resetObj  ResetHandler // the hook as an interface (SetResetHandler)
 	hookDone  bool
 	done      chan struct{} // made on first Done call
 	doneFired bool
@@ -301,9 +302,36 @@ func (c *Conn) failStreamLocked(s *Stream, err *Error) func(error) {
 	c.setStateLocked(s, stateClosed)
 	s.signalRecv()
 	s.signalSend()
-	if s.resetHook != nil && !s.hookDone && err.Initiator != InitiatorUser {
+	if s.hasResetHook() && !s.hookDone && err.Initiator != InitiatorUser {
 		s.hookDone = true
+		return s.resetFunc()
+	}
+	return nil
+}
+
+// ResetHandler is SetResetHook's hook as an interface, for a handler whose
+// object already exists: registering it costs no method value per stream.
+type ResetHandler interface {
+	// StreamReset is called as a SetResetHook hook is.
+	StreamReset(err error)
+}
+
+// SetResetHandler is SetResetHook with h.StreamReset as the hook.
+func (s *Stream) SetResetHandler(h ResetHandler) { s.setReset(nil, h) }
+
+// hasResetHook reports whether a hook or handler is registered. Called
+// with mu held.
+func (s *Stream) hasResetHook() bool { return s.resetHook != nil || s.resetObj != nil }
+
+// resetFunc returns the registered hook as a function (a method value of
+// the handler, made only when the stream ends abnormally). Called with mu
+// held.
+func (s *Stream) resetFunc() func(error) {
+	if s.resetHook != nil {
 		return s.resetHook
+	}
+	if s.resetObj != nil {
+		return s.resetObj.StreamReset
 	}
 	return nil
 }
@@ -629,17 +657,24 @@ func (s *Stream) errNow() error {
 	return s.err
 }
 
-func (s *Stream) setResetHook(f func(error)) {
+func (s *Stream) setResetHook(f func(error)) { s.setReset(f, nil) }
+
+// setReset registers f, or h when f is nil, as the stream's reset hook.
+func (s *Stream) setReset(f func(error), h ResetHandler) {
 	c := s.conn
 	c.mu.Lock()
 	if s.err != nil && (s.err.Initiator != InitiatorUser || c.role == RoleServer && c.closing) && !s.hookDone && s.state == stateClosed {
 		s.hookDone = true
 		err := s.err
 		c.mu.Unlock()
-		f(err)
+		if f != nil {
+			f(err)
+		} else {
+			h.StreamReset(err)
+		}
 		return
 	}
-	s.resetHook = f
+	s.resetHook, s.resetObj = f, h
 	c.mu.Unlock()
 }
 
