@@ -43,6 +43,7 @@ type ClientStream struct {
 	stop    func() bool // stops the context watcher; nil while there is none
 	fired   bool        // the context watcher ran (or runs): the stream may not be reused
 	watch   bool        // ClientConfig.Unary with a context that can end: the waits watch it
+	pooled  bool        // ClientConfig.Unary: Release puts s in unaryStreams
 	codec   encoding.CodecV2
 	pool    *bufpool.Pool
 	maxSend int
@@ -90,7 +91,14 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 			return nil, status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 		}
 	}
-	s := &ClientStream{ctx: ctx, codec: cfg.Codec, pool: cfg.Pool, maxSend: cfg.MaxSend, noMD: cfg.NoMetadata}
+	var s *ClientStream
+	if cfg.Unary {
+		s, _ = unaryStreams.Get().(*ClientStream)
+	}
+	if s == nil {
+		s = new(ClientStream)
+	}
+	s.ctx, s.codec, s.pool, s.maxSend, s.noMD, s.pooled = ctx, cfg.Codec, cfg.Pool, cfg.MaxSend, cfg.NoMetadata, cfg.Unary
 	fields := AppendRequestHeaders(s.fieldBuf[:0], req)
 	var st *h2conn.Stream
 	var err error
@@ -101,6 +109,10 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	}
 	clear(s.fieldBuf[:])
 	if err != nil {
+		if s.pooled {
+			s.ctx = nil
+			unaryStreams.Put(s)
+		}
 		return nil, StreamStatusError(ctx, err)
 	}
 	s.st = st
@@ -307,7 +319,8 @@ func (s *ClientStream) end(err error) error {
 }
 
 // Release ends the call if it has not ended (as Abort) and gives the
-// HTTP/2 stream back to the connection for reuse. Only for a caller that
+// HTTP/2 stream back to the connection for reuse, and s itself to a pool
+// when the call was made with ClientConfig.Unary. Only for a caller that
 // owns both directions and is done with s, such as Invoke once the result
 // and the call options are taken: s must not be used afterwards. A stream
 // whose context watcher fired is not reused (the watcher may still be
@@ -318,7 +331,15 @@ func (s *ClientStream) Release() {
 		s.st.Release()
 	}
 	s.st = nil
+	if s.pooled {
+		*s = ClientStream{}
+		unaryStreams.Put(s)
+	}
 }
+
+// unaryStreams holds the ClientStream objects of unary calls (Invoke gets
+// one from NewClientStream and gives it back with Release).
+var unaryStreams sync.Pool
 
 // Abort ends the call from the caller's side (a client that stops
 // receiving, such as Invoke after an error): the stream is reset with

@@ -80,7 +80,11 @@ func (s *ServerStream) Init(parent context.Context, st *h2conn.Stream, req Reque
 	s.parser.Pool = s.pool
 	s.Codec, _ = CodecFor(req.ContentSubtype)
 	s.ctx = &s.Ctx
-	s.Ctx.init(parent, req.Timeout, req.HasTimeout, s.onDeadline)
+	var onDeadline func()
+	if req.HasTimeout {
+		onDeadline = s.onDeadline // a method value: only with a deadline
+	}
+	s.Ctx.init(parent, req.Timeout, req.HasTimeout, onDeadline)
 	st.SetResetHandler(s)
 }
 
