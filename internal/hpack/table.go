@@ -21,7 +21,9 @@ type dynTable struct {
 	// encoder's table (whose adds say hashed) once the ring is longer than
 	// linearMax, so that search can skip entries by comparing four bytes
 	// instead of loading the strings; nil otherwise.
-	nameHash []uint32
+	// It is behind a pointer so that the decoder's table, and any short
+	// one, costs 8 bytes for it rather than 24.
+	nameHash *[]uint32
 }
 
 // entry is one dynamic table entry (never sensitive: §7.1.3 fields are not
@@ -82,14 +84,14 @@ func (t *dynTable) add(f HeaderField, hashed bool) {
 	pos := t.pos(int(t.n))
 	t.ring[pos] = entry{f.Name, f.Value}
 	if t.nameHash != nil {
-		t.nameHash[pos] = hashName(f.Name)
+		(*t.nameHash)[pos] = hashName(f.Name)
 	}
 	t.n++
 	t.size += sz
 }
 
-// grow makes the ring half as long again, keeping the entries in order. The ring starts at
-// minRing entries, so that a connection whose peer indexes a few fields
+// grow makes the ring half as long again, keeping the entries in order. The
+// ring starts at minRing entries, so that a connection whose peer indexes a few fields
 // (gRPC's usual :authority, user-agent and path) holds a few, not a
 // 4096-byte table's worth; the name hashes appear once the ring is longer
 // than linearMax.
@@ -106,12 +108,19 @@ func (t *dynTable) grow(hashed bool) {
 		switch {
 		case h == nil:
 		case t.nameHash != nil:
-			h[i] = t.nameHash[p]
+			h[i] = (*t.nameHash)[p]
 		default:
 			h[i] = hashName(r[i].name)
 		}
 	}
-	t.ring, t.nameHash = r, h
+	t.ring = r
+	switch {
+	case h == nil:
+	case t.nameHash == nil:
+		t.nameHash = &h
+	default:
+		*t.nameHash = h
+	}
 	t.start = 0
 }
 
@@ -150,14 +159,18 @@ func (t *dynTable) search(name, value string) (idx int, exact bool) {
 	newest := t.pos(n - 1)
 	hi, lo := newest, max(newest-n+1, 0) // the first run, ring[lo:hi+1]
 	i := 1
-	hashed := t.nameHash != nil && n > linearMax
+	var hs []uint32
+	if t.nameHash != nil && n > linearMax {
+		hs = *t.nameHash
+	}
+	hashed := hs != nil
 	var h uint32
 	if hashed {
 		h = hashName(name)
 	}
 	for run := 0; run < 2; run++ {
 		for p := hi; p >= lo; p, i = p-1, i+1 {
-			if hashed && t.nameHash[p] != h {
+			if hashed && hs[p] != h {
 				continue
 			}
 			e := &t.ring[p]
