@@ -193,10 +193,10 @@ func (c *Conn) Close() error {
 // returns a nil buffer and a nil error at once, holding nothing. Otherwise it
 // returns as ReadReady does.
 func (c *Conn) TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
-	c.rtry = true
-	b, err := c.ReadReady(pool, size)
-	c.rtry = false
-	return b, err
+	if err := c.disarm(); err != nil {
+		return nil, opError(c.Conn, "read", err)
+	}
+	return c.readReady(pool, size, 0, true)
 }
 
 // ReadReadyWithin is ReadReady that waits a bounded time for bytes: when
@@ -208,20 +208,17 @@ func (c *Conn) TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, erro
 // is cleared on a timeout or error and by ReadReady, TryReadReady and Read,
 // so the caller must not use read deadlines of its own.
 func (c *Conn) ReadReadyWithin(pool *bufpool.Pool, size int, d time.Duration) (*bufpool.Buffer, error) {
-	c.rwithin = d
 	if c.rdl != 0 {
 		// Re-arm a deadline too close to bound this wait (or, after a
 		// larger d, too far), before the read can trip over it.
 		now := time.Now().UnixNano()
 		if left := c.rdl - now; left < int64(d/2) || left > int64(d) {
-			if err := c.arm(now); err != nil {
-				c.rwithin = 0
+			if err := c.arm(now, d); err != nil {
 				return nil, opError(c.Conn, "read", err)
 			}
 		}
 	}
-	b, err := c.readReady(pool, size)
-	c.rwithin = 0
+	b, err := c.readReady(pool, size, d, false)
 	if err != nil && c.rdl != 0 {
 		timedOut := errors.Is(err, os.ErrDeadlineExceeded)
 		if derr := c.disarm(); derr != nil && timedOut {

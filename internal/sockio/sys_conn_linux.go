@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -92,12 +93,12 @@ func (*VecConn) sockioWrapper() {}
 // (the caller serialises calls).
 type rawWriter struct {
 	rc syscall.RawConn
-	// parks counts how often a write found the send buffer full and parked
-	// in the poller, and maxIov is the most iovecs one writev used; tests
-	// read them to check the partial-write path ran within the limit.
-	parks  int32
-	maxIov int32
 }
+
+// writeParks counts the writes that found a send buffer full and parked in
+// the poller, process-wide; tests read it to check the partial-write path
+// ran.
+var writeParks atomic.Int64
 
 // writeCall is the state of one WriteVec.
 type writeCall struct {
@@ -132,7 +133,6 @@ func (rw *rawWriter) writeVec(bufs [][]byte) (int64, error) {
 		err = rawOpErr(err)
 	}
 	n := w.n
-	rw.maxIov = max(rw.maxIov, int32(w.hi))
 	clear(w.iov[:w.hi]) // do not pin the caller's buffers
 	w.w, w.bufs, w.err = nil, nil, nil
 	writeCalls.Put(w)
@@ -167,7 +167,7 @@ func (w *writeCall) writeOnce(fd uintptr) bool {
 		case e == syscall.EINTR:
 			continue
 		case e == syscall.EAGAIN:
-			w.w.parks++
+			writeParks.Add(1)
 			return false
 		case e != 0:
 			w.err = os.NewSyscallError("writev", e)
@@ -205,13 +205,11 @@ func (w *writeCall) advance(n int) {
 type Conn struct {
 	VecConn // VecConn.w.rc is the conn's RawConn
 
-	// ReadReadyWithin: the longest wait (0 outside it), and the read
-	// deadline it left armed (Unix nanoseconds, 0: none), kept across
-	// calls so that a busy connection does not set and clear a timer per
-	// wait; owned by the reading goroutine.
-	rwithin time.Duration
-	rdl     int64
-	rtry    bool // TryReadReady: return on EAGAIN instead of parking
+	// rdl is the read deadline ReadReadyWithin left armed (Unix
+	// nanoseconds, 0: none), kept across calls so that a busy connection
+	// does not set and clear a timer per wait; owned by the reading
+	// goroutine.
+	rdl int64
 
 	// The OnReadable registration (idle_linux.go); guarded by idle.mu.
 	closed  bool   // Close ran
@@ -228,12 +226,14 @@ type Conn struct {
 // length so that an idle conn holds none of it; owned by the goroutine
 // inside ReadReady (the caller serialises calls).
 type readCall struct {
-	fn   func(fd uintptr) bool // r.readOnce, bound once per readCall so ReadReady allocates nothing
-	c    *Conn                 // the conn of the call in progress
-	pool *bufpool.Pool
-	buf  *bufpool.Buffer // the result, handed to the caller
-	err  error
-	size int
+	fn     func(fd uintptr) bool // r.readOnce, bound once per readCall so ReadReady allocates nothing
+	c      *Conn                 // the conn of the call in progress
+	pool   *bufpool.Pool
+	buf    *bufpool.Buffer // the result, handed to the caller
+	err    error
+	size   int
+	within time.Duration // ReadReadyWithin's bound; 0: none
+	try    bool          // TryReadReady: return on EAGAIN instead of parking
 }
 
 // readCalls holds the readCalls of conns not inside ReadReady.
@@ -255,11 +255,12 @@ func (c *Conn) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) 
 	if err := c.disarm(); err != nil {
 		return nil, opError(c.Conn, "read", err)
 	}
-	return c.readReady(pool, size)
+	return c.readReady(pool, size, 0, false)
 }
 
-// readReady is ReadReady without disarm, for ReadReadyWithin.
-func (c *Conn) readReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+// readReady is ReadReady without disarm, with ReadReadyWithin's bound and
+// TryReadReady's switch.
+func (c *Conn) readReady(pool *bufpool.Pool, size int, within time.Duration, try bool) (*bufpool.Buffer, error) {
 	if pool == nil {
 		pool = bufpool.Default()
 	}
@@ -267,7 +268,7 @@ func (c *Conn) readReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) 
 		size = defaultReadSize
 	}
 	r := readCalls.Get().(*readCall)
-	r.c, r.pool, r.size, r.buf, r.err = c, pool, size, nil, nil
+	r.c, r.pool, r.size, r.buf, r.err, r.within, r.try = c, pool, size, nil, nil, within, try
 	err := c.w.rc.Read(r.fn)
 	b := r.buf
 	if err == nil {
@@ -314,15 +315,15 @@ func (r *readCall) readOnce(fd uintptr) bool {
 			continue
 		case err == syscall.EAGAIN:
 			b.Free() // parked readers hold no memory
-			if c.rwithin > 0 && c.rdl == 0 {
+			if r.within > 0 && c.rdl == 0 {
 				// ReadReadyWithin: bound the wait, paying for the
 				// deadline only when there is a wait.
-				if err := c.arm(time.Now().UnixNano()); err != nil {
+				if err := c.arm(time.Now().UnixNano(), r.within); err != nil {
 					r.err = err
 					return true
 				}
 			}
-			return c.rtry // TryReadReady: done, with no buffer
+			return r.try // TryReadReady: done, with no buffer
 		case err != nil:
 			b.Free()
 			r.err = os.NewSyscallError("read", err)
@@ -348,9 +349,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// arm sets the read deadline ReadReadyWithin waits under to now+rwithin.
-func (c *Conn) arm(now int64) error {
-	c.rdl = now + int64(c.rwithin)
+// arm sets the read deadline ReadReadyWithin waits under to now+d.
+func (c *Conn) arm(now int64, d time.Duration) error {
+	c.rdl = now + int64(d)
 	if err := c.Conn.SetReadDeadline(time.Unix(0, c.rdl)); err != nil {
 		c.rdl = 0
 		return err
