@@ -102,15 +102,20 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	fields := AppendRequestHeaders(s.fieldBuf[:0], req)
 	var st *h2conn.Stream
 	var err error
-	if hold {
+	done := ctx.Done()
+	switch {
+	case hold && cfg.Unary && done != nil:
+		st, err = c.NewStreamWatch(ctx, fields)
+		s.watch = true
+	case hold:
 		st, err = c.NewStreamHold(ctx, fields)
-	} else {
+	default:
 		st, err = c.NewStream(ctx, fields, false)
 	}
 	clear(s.fieldBuf[:])
 	if err != nil {
 		if s.pooled {
-			s.ctx = nil
+			*s = ClientStream{}
 			unaryStreams.Put(s)
 		}
 		return nil, StreamStatusError(ctx, err)
@@ -124,13 +129,8 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	}
 	s.parser.MaxRecv = cfg.MaxRecv
 	s.parser.Pool = s.pool
-	if done := ctx.Done(); done != nil {
-		if cfg.Unary {
-			s.watch = true
-			st.WatchCancel(done)
-		} else {
-			s.watchContext()
-		}
+	if done != nil && !s.watch {
+		s.watchContext()
 	}
 	return s, nil
 }

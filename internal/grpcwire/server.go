@@ -151,10 +151,19 @@ func (s *ServerStream) SendHeader(md metadata.MD) error {
 	return err
 }
 
-func (s *ServerStream) sendHeaderLocked() error {
+func (s *ServerStream) sendHeaderLocked() error { return s.sendHeaderHoldLocked(false) }
+
+// sendHeaderHoldLocked sends the response headers, held for what follows
+// at once when hold (h2conn.Stream.WriteHeadersHold).
+func (s *ServerStream) sendHeaderHoldLocked(hold bool) error {
 	s.headerSent = true
 	fields := AppendResponseHeaders(s.fieldBuf[:0], s.Req.ContentSubtype, "", s.header)
-	err := s.st.WriteHeaders(fields, false)
+	var err error
+	if hold {
+		err = s.st.WriteHeadersHold(fields)
+	} else {
+		err = s.st.WriteHeaders(fields, false)
+	}
 	clear(s.fieldBuf[:])
 	if err != nil {
 		return StreamStatusError(s.ctx, err)
@@ -193,8 +202,8 @@ func (s *ServerStream) sendMsg(m any, last bool) error {
 		return status.Error(codes.Internal, "transport: SendMsg called after the status was sent")
 	}
 	if !s.headerSent {
-		s.st.HoldFlush() // the message follows at once
-		if err := s.sendHeaderLocked(); err != nil {
+		// The message follows at once: the headers are held for it.
+		if err := s.sendHeaderHoldLocked(true); err != nil {
 			s.mu.Unlock()
 			b.Free()
 			return err
@@ -202,9 +211,11 @@ func (s *ServerStream) sendMsg(m any, last bool) error {
 	}
 	s.mu.Unlock()
 	if last {
-		s.st.HoldFlush() // Finish follows at once
+		err = s.st.WriteDataHold(b, false) // takes ownership of b; Finish follows at once
+	} else {
+		err = s.st.WriteData(b, false) // takes ownership of b
 	}
-	if err := s.st.WriteData(b, false); err != nil { // takes ownership of b
+	if err != nil {
 		return StreamStatusError(s.ctx, err)
 	}
 	return nil

@@ -93,13 +93,23 @@ func TestWatchCancel(t *testing.T) {
 			return s.WriteData(p.pool.Copy(make([]byte, 4<<10)), false)
 		}},
 	} {
-		s, err := p.client.NewStream(ctx, reqFields(tc.path), false)
+		var s *Stream
+		var err error
+		if tc.name == "RecvHeaders" {
+			// NewStreamWatch: held headers (the wait flushes them) and
+			// the context's Done watched.
+			cctx, cancel := context.WithCancel(ctx)
+			s, err = p.client.NewStreamWatch(cctx, reqFields(tc.path))
+			time.AfterFunc(20*time.Millisecond, cancel)
+		} else {
+			s, err = p.client.NewStream(ctx, reqFields(tc.path), false)
+			done := make(chan struct{})
+			s.WatchCancel(done)
+			time.AfterFunc(20*time.Millisecond, func() { close(done) })
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan struct{})
-		s.WatchCancel(done)
-		time.AfterFunc(20*time.Millisecond, func() { close(done) })
 		err = tc.wait(s)
 		var he *Error
 		if !errors.As(err, &he) || he.Code != h2frame.ErrCodeCancel || he.Initiator != InitiatorUser {

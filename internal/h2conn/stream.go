@@ -336,7 +336,18 @@ func (s *Stream) resetFunc() func(error) {
 	return nil
 }
 
+// NewStreamWatch is NewStreamHold followed by WatchCancel(ctx.Done()) on
+// the new stream, taking the engine's lock once for both: for a unary call,
+// whose caller waits in the stream's calls from start to end.
+func (c *Conn) NewStreamWatch(ctx context.Context, fields []hpack.HeaderField) (*Stream, error) {
+	return c.newStreamWatch(ctx, fields, false, true, ctx.Done())
+}
+
 func (c *Conn) newStream(ctx context.Context, fields []hpack.HeaderField, endStream, hold bool) (*Stream, error) {
+	return c.newStreamWatch(ctx, fields, endStream, hold, nil)
+}
+
+func (c *Conn) newStreamWatch(ctx context.Context, fields []hpack.HeaderField, endStream, hold bool, cancel <-chan struct{}) (*Stream, error) {
 	if c.role != RoleClient {
 		return nil, ErrWrongRole
 	}
@@ -371,6 +382,7 @@ func (c *Conn) newStream(ctx context.Context, fields []hpack.HeaderField, endStr
 	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, endStream
 	s.sendHold = hold && !endStream
 	s.endQueued = endStream
+	s.cancel = cancel
 	c.readyLocked(s)
 	if err := s.waitSendLocked(); err != nil {
 		return nil, err
@@ -522,9 +534,26 @@ func (s *Stream) expectMessage(n int) {
 	c.mu.Unlock()
 }
 
+// WriteHeadersHold is HoldFlush followed by WriteHeaders(fields, false),
+// taking the engine's lock once instead of twice.
+func (s *Stream) WriteHeadersHold(fields []hpack.HeaderField) error {
+	return s.writeHeadersHold(fields, false, true)
+}
+
+// WriteDataHold is HoldFlush followed by WriteData(b, endStream), taking
+// the engine's lock once instead of twice. It takes ownership of b.
+func (s *Stream) WriteDataHold(b *bufpool.Buffer, endStream bool) error {
+	return s.writeDataHold(b, endStream, true)
+}
+
 func (s *Stream) writeHeaders(fields []hpack.HeaderField, end bool) error {
+	return s.writeHeadersHold(fields, end, false)
+}
+
+func (s *Stream) writeHeadersHold(fields []hpack.HeaderField, end, hold bool) error {
 	c := s.conn
 	c.mu.Lock()
+	s.hold = s.hold || hold
 	if err := s.waitAsyncLocked(); err != nil {
 		c.mu.Unlock()
 		return err
@@ -550,8 +579,13 @@ func (s *Stream) writeHeaders(fields []hpack.HeaderField, end bool) error {
 }
 
 func (s *Stream) writeData(b *bufpool.Buffer, end bool) error {
+	return s.writeDataHold(b, end, false)
+}
+
+func (s *Stream) writeDataHold(b *bufpool.Buffer, end, hold bool) error {
 	c := s.conn
 	c.mu.Lock()
+	s.hold = s.hold || hold
 	err := s.waitAsyncLocked()
 	switch {
 	case err != nil:
