@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -503,7 +504,21 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 		if c.fr.Buffered() < h2frame.HeaderLen {
 			c.mu.Lock()
 			c.kickLocked()
+			lone := c.numLocal+c.numPeer <= 1
 			c.mu.Unlock()
+			if lone {
+				// About to go to the socket with at most one stream open:
+				// let what the frames just read made runnable (the caller
+				// waiting for its response, the handler of a new request)
+				// run now on this P. Otherwise it waits for this read,
+				// which on a lone call mostly finds the socket empty and
+				// parks, or is stolen by another P after the runtime's
+				// grace for a running P, waking an idle thread to do it.
+				// leanbench unary ×1: 28 → 24 CPU-µs per call. With more
+				// streams the reader keeps reading (yielding there cost
+				// streaming ×120 a tenth of its throughput).
+				runtime.Gosched()
+			}
 		}
 	}
 }
