@@ -359,6 +359,12 @@ func (r *rpc) handle() {
 	s := r.srv
 	defer s.handlers.Done()
 	ss := &r.ss
+	if ss.Expired() {
+		// A grpc-timeout already over: grpc-go answers at once, without
+		// running the handler.
+		ss.Finish(statusDeadline)
+		return
+	}
 	method := ss.Req.Method
 	service, name, ok := grpcwire.SplitMethod(method)
 	if !ok {
@@ -461,7 +467,10 @@ func (s *Server) processUnary(ctx context.Context, stream *serverStream, info *s
 	ss.Finish(statusOK)
 }
 
-var statusOK = status.New(codes.OK, "")
+var (
+	statusOK       = status.New(codes.OK, "")
+	statusDeadline = status.New(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
+)
 
 // processStream runs a streaming handler; info is nil for the unknown
 // service handler.

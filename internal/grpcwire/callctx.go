@@ -28,6 +28,9 @@ type CallContext struct {
 	funcs  []afterFunc   // AfterFunc callbacks not yet run or stopped
 	nextID uint64
 	timer  *time.Timer // the deadline's; nil without one
+	// stopParent removes the registration on a parent that can end; nil
+	// without one.
+	stopParent func() bool
 }
 
 type afterFunc struct {
@@ -37,16 +40,23 @@ type afterFunc struct {
 
 // init sets up c for a call under parent, with a deadline when hasDL.
 // onDeadline runs (on the timer's goroutine) after c ended with
-// DeadlineExceeded.
-func (c *CallContext) init(parent context.Context, timeout time.Duration, hasDL bool, onDeadline func()) {
+// DeadlineExceeded. It reports false when the deadline had already passed
+// (a timeout of zero or less, or a parent past its deadline): c has then
+// ended with DeadlineExceeded, synchronously, and onDeadline does not run.
+func (c *CallContext) init(parent context.Context, timeout time.Duration, hasDL bool, onDeadline func()) bool {
 	c.parent = parent
 	if hasDL {
 		c.deadline, c.hasDL = time.Now().Add(timeout), true
 		if pd, ok := parent.Deadline(); ok && pd.Before(c.deadline) {
 			c.deadline = pd
 		}
+		d := time.Until(c.deadline)
+		if timeout <= 0 || d <= 0 {
+			c.err = context.DeadlineExceeded // c is not shared yet
+			return false
+		}
 		c.mu.Lock() // the timer may fire before it is stored
-		c.timer = time.AfterFunc(time.Until(c.deadline), func() {
+		c.timer = time.AfterFunc(d, func() {
 			if c.cancel(context.DeadlineExceeded) {
 				onDeadline()
 			}
@@ -55,9 +65,20 @@ func (c *CallContext) init(parent context.Context, timeout time.Duration, hasDL 
 	}
 	if parent.Done() != nil {
 		// Not the case of the server's connection contexts, which never
-		// end themselves; a parent that can end costs a registration.
-		context.AfterFunc(parent, func() { c.cancel(parent.Err()) })
+		// end themselves; a parent that can end costs a registration,
+		// removed when c ends.
+		stop := context.AfterFunc(parent, func() { c.cancel(parent.Err()) })
+		c.mu.Lock()
+		if c.err == nil {
+			c.stopParent = stop
+			stop = nil
+		}
+		c.mu.Unlock()
+		if stop != nil {
+			stop() // c ended meanwhile
+		}
 	}
+	return true
 }
 
 // Deadline returns the request's deadline, if it had a grpc-timeout.
@@ -137,9 +158,14 @@ func (c *CallContext) cancel(err error) bool {
 	funcs := c.funcs
 	c.funcs = nil
 	t := c.timer
+	stop := c.stopParent
+	c.stopParent = nil
 	c.mu.Unlock()
 	if t != nil && err != context.DeadlineExceeded {
 		t.Stop()
+	}
+	if stop != nil {
+		stop() // false when the parent's end is what ended c
 	}
 	for _, a := range funcs {
 		go a.f()

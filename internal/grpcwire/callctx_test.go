@@ -76,3 +76,84 @@ func TestCallContextDeadline(t *testing.T) {
 		t.Errorf("err %v", c2.Err())
 	}
 }
+
+// TestCallContextExpired: a deadline already over when the call starts (a
+// grpc-timeout of 0n, or a parent past its deadline) ends the context
+// before init returns, without running onDeadline.
+func TestCallContextExpired(t *testing.T) {
+	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	for name, tc := range map[string]struct {
+		parent  context.Context
+		timeout time.Duration
+	}{"0n": {context.Background(), 0}, "negative": {context.Background(), -time.Second}, "parent past": {past, time.Hour}} {
+		var c CallContext
+		if c.init(tc.parent, tc.timeout, true, func() { t.Errorf("%s: onDeadline ran", name) }) {
+			t.Errorf("%s: init reported a live deadline", name)
+		}
+		if c.Err() != context.DeadlineExceeded {
+			t.Errorf("%s: err %v right after init", name, c.Err())
+		}
+		select {
+		case <-c.Done():
+		default:
+			t.Errorf("%s: Done not closed", name)
+		}
+		if _, ok := c.Deadline(); !ok {
+			t.Errorf("%s: no deadline", name)
+		}
+	}
+	var c CallContext
+	if !c.init(context.Background(), time.Hour, true, nil) || c.Err() != nil {
+		t.Errorf("an hour: init expired, err %v", c.Err())
+	}
+	c.cancel(context.Canceled)
+}
+
+// TestCallContextParentRegistration: a parent that can end holds one
+// registration per live call, removed when the call ends.
+func TestCallContextParentRegistration(t *testing.T) {
+	var parent CallContext // its AfterFunc is what context.AfterFunc uses
+	parent.init(context.Background(), 0, false, nil)
+	parent.Done()
+	live := func() int {
+		parent.mu.Lock()
+		defer parent.mu.Unlock()
+		return len(parent.funcs)
+	}
+	calls := make([]CallContext, 3)
+	for i := range calls {
+		calls[i].init(&parent, 0, false, nil)
+	}
+	if n := live(); n != len(calls) {
+		t.Fatalf("%d registrations for %d calls", n, len(calls))
+	}
+	for i := range calls[:2] {
+		calls[i].cancel(context.Canceled)
+	}
+	if n := live(); n != 1 {
+		t.Errorf("%d registrations after 2 of 3 calls ended, want 1", n)
+	}
+	// The call left still ends with its parent.
+	parent.cancel(context.Canceled)
+	select {
+	case <-calls[2].Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the parent's end did not end the call")
+	}
+	if calls[2].Err() != context.Canceled {
+		t.Errorf("err %v", calls[2].Err())
+	}
+	// A call started under an ended parent ends at once, with nothing
+	// registered.
+	var late CallContext
+	late.init(&parent, 0, false, nil)
+	select {
+	case <-late.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a call under an ended parent did not end")
+	}
+	if n := live(); n != 0 {
+		t.Errorf("%d registrations after the parent ended", n)
+	}
+}

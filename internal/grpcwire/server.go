@@ -54,6 +54,14 @@ type ServerStream struct {
 	trailer    metadata.MD
 	headerSent bool
 	finished   bool
+	expired    bool // the deadline had passed when Init ran
+	// users counts the calls using st outside mu (a send, a receive,
+	// FinishHTTP): st is released by the last to leave once finished is
+	// set, so that a SendMsg or RecvMsg racing with or following the end
+	// of the call never reaches a stream object the connection reuses.
+	users    int
+	recvIn   bool // a receive is among users
+	released bool
 }
 
 // NewServerStream prepares a gRPC stream for a request ParseRequest
@@ -84,8 +92,57 @@ func (s *ServerStream) Init(parent context.Context, st *h2conn.Stream, req Reque
 	if req.HasTimeout {
 		onDeadline = s.onDeadline // a method value: only with a deadline
 	}
-	s.Ctx.init(parent, req.Timeout, req.HasTimeout, onDeadline)
+	s.expired = !s.Ctx.init(parent, req.Timeout, req.HasTimeout, onDeadline)
 	st.SetResetHandler(s)
+}
+
+// Expired reports whether the request's deadline had passed when the
+// stream was prepared (a grpc-timeout of zero): the context has ended with
+// DeadlineExceeded and the call should be answered with DEADLINE_EXCEEDED
+// without running its handler, as grpc-go does.
+func (s *ServerStream) Expired() bool { return s.expired }
+
+// lateErr is what a send or receive returns once the call has ended:
+// grpc-go's server transport answers with the context's error then.
+func (s *ServerStream) lateErr() error {
+	err := s.Ctx.Err()
+	if err == nil {
+		err = context.Canceled // the end of the call is cancelling it
+	}
+	return status.FromContextError(err).Err()
+}
+
+// enterLocked registers a user of st, a receive when recv; it fails once
+// the call has finished. s.mu must be held.
+func (s *ServerStream) enterLocked(recv bool) error {
+	if s.finished {
+		return s.lateErr()
+	}
+	s.users++
+	if recv {
+		s.recvIn = true
+	}
+	return nil
+}
+
+// leave unregisters a user of st, releasing st if it is the last one of a
+// finished call.
+func (s *ServerStream) leave(recv bool) {
+	s.mu.Lock()
+	s.users--
+	if recv {
+		s.recvIn = false
+	}
+	last := s.users == 0 && s.finished && !s.released
+	if last {
+		s.released = true
+	}
+	s.mu.Unlock()
+	if last {
+		// No receive runs any more, and none starts: the parser is free.
+		s.parser.Close()
+		s.st.Release()
+	}
 }
 
 // onDeadline runs once the request's deadline passed: the stream is reset
@@ -141,7 +198,11 @@ func (s *ServerStream) SetHeader(md metadata.MD) error {
 // SendHeader sends the response headers with md merged in.
 func (s *ServerStream) SendHeader(md metadata.MD) error {
 	s.mu.Lock()
-	if s.headerSent || s.finished {
+	if s.finished {
+		s.mu.Unlock()
+		return s.lateErr() // as grpc-go's transport, once the stream is done
+	}
+	if s.headerSent {
 		s.mu.Unlock()
 		return status.Error(codes.Internal, "transport: SendHeader called multiple times")
 	}
@@ -196,16 +257,17 @@ func (s *ServerStream) sendMsg(m any, last bool) error {
 		return err
 	}
 	s.mu.Lock()
-	if s.finished {
+	if err := s.enterLocked(false); err != nil {
 		s.mu.Unlock()
 		b.Free()
-		return status.Error(codes.Internal, "transport: SendMsg called after the status was sent")
+		return err
 	}
 	if !s.headerSent {
 		// The message follows at once: the headers are held for it.
 		if err := s.sendHeaderHoldLocked(true); err != nil {
 			s.mu.Unlock()
 			b.Free()
+			s.leave(false)
 			return err
 		}
 	}
@@ -215,6 +277,7 @@ func (s *ServerStream) sendMsg(m any, last bool) error {
 	} else {
 		err = s.st.WriteData(b, false) // takes ownership of b
 	}
+	s.leave(false)
 	if err != nil {
 		return StreamStatusError(s.ctx, err)
 	}
@@ -236,6 +299,13 @@ func (s *ServerStream) recv() (Message, error) {
 	if s.recvErr != nil {
 		return Message{}, s.recvErr
 	}
+	s.mu.Lock()
+	err := s.enterLocked(true)
+	s.mu.Unlock()
+	if err != nil {
+		return Message{}, err
+	}
+	defer s.leave(true)
 	for {
 		msg, ok, err := s.parser.Next()
 		if err != nil {
@@ -271,8 +341,10 @@ func (s *ServerStream) recv() (Message, error) {
 
 // Finish sends the status with the trailers set so far (a Trailers-Only
 // response when no headers were sent), resets the stream with NO_ERROR if
-// the client has not half-closed, and releases the stream's resources. Later
-// calls do nothing. It must not race with RecvMsg.
+// the client has not half-closed, ends the context, and releases the
+// stream's resources once no SendMsg or RecvMsg uses them; those fail from
+// now on with the context's status (Canceled), as grpc-go's do after the
+// handler returned. Later calls do nothing.
 func (s *ServerStream) Finish(st *status.Status) error {
 	return s.FinishHTTP(st, 0)
 }
@@ -286,14 +358,19 @@ func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
 		return nil
 	}
 	s.finished = true
+	s.users++ // this call is a user of st until its leave
+	// recvEOF is the receiver's: read it only when no receive runs. A
+	// receive that runs is woken by the reset below.
+	recvDone := !s.recvIn && s.recvEOF
 	fields := AppendTrailers(s.fieldBuf[:0], !s.headerSent, httpStatus, s.Req.ContentSubtype, st, s.trailer)
 	s.headerSent = true
 	s.mu.Unlock()
 	// fieldBuf is free to use outside mu now: finished is set, so no
-	// other method touches it.
+	// other method touches it. The deadline watcher checks finished under
+	// mu, so it does not reset st once it is released.
 	err := s.st.WriteTrailers(fields)
 	clear(s.fieldBuf[:])
-	if err == nil && !s.recvEOF {
+	if err == nil && !recvDone {
 		select {
 		case <-s.st.Done():
 		default:
@@ -301,12 +378,7 @@ func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
 		}
 	}
 	s.Ctx.cancel(context.Canceled)
-	s.parser.Close()
-	// The deadline watcher checks finished under mu; taking mu once more
-	// waits out a watcher that started before finished was set.
-	s.mu.Lock()
-	s.mu.Unlock() //nolint:staticcheck // barrier
-	s.st.Release()
+	s.leave(false)
 	if err != nil {
 		return StreamStatusError(s.ctx, err)
 	}

@@ -1,0 +1,466 @@
+package leangrpc_test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leangrpc/leangrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// reviewBidi serves review.S/Bidi with h and returns a client of it.
+func reviewBidi(t *testing.T, h grpc.StreamHandler) *leangrpc.ClientConn {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := leangrpc.NewServer()
+	s.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "review.S",
+		HandlerType: (*any)(nil),
+		Streams:     []grpc.StreamDesc{{StreamName: "Bidi", Handler: h, ServerStreams: true, ClientStreams: true}},
+	}, struct{}{})
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	cc, err := leangrpc.NewClient(lis.Addr().String(), leangrpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+var reviewBidiDesc = &grpc.StreamDesc{StreamName: "Bidi", ServerStreams: true, ClientStreams: true}
+
+type recvResult struct {
+	err  error
+	body string
+}
+
+// lateRecvServer serves review.S/Bidi: the first call's handler receives
+// one message and returns, leaving a goroutine that calls RecvMsg on its
+// stream once lateGo is closed (a receive loop outliving its handler, as
+// grpc-go allows: there RecvMsg then returns an error); the other calls'
+// handlers report their first message on others.
+func lateRecvServer(t *testing.T, lateGo chan struct{}, late, others chan recvResult, started chan struct{}) *leangrpc.ClientConn {
+	var mu sync.Mutex
+	calls := 0
+	h := func(_ any, stream grpc.ServerStream) error {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		var m testpb.SimpleRequest
+		if n == 1 {
+			if err := stream.RecvMsg(&m); err != nil {
+				return err
+			}
+			go func() {
+				<-lateGo
+				var m testpb.SimpleRequest
+				err := stream.RecvMsg(&m)
+				late <- recvResult{err, string(m.GetPayload().GetBody())}
+			}()
+			return nil
+		}
+		started <- struct{}{}
+		for {
+			err := stream.RecvMsg(&m)
+			others <- recvResult{err, string(m.GetPayload().GetBody())}
+			if err != nil {
+				return nil
+			}
+		}
+	}
+	return reviewBidi(t, h)
+}
+
+func sendBody(t *testing.T, s grpc.ClientStream, body string) {
+	t.Helper()
+	if err := s.SendMsg(&testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte(body)}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// firstCall runs the first call to its end.
+func firstCall(t *testing.T, cc *leangrpc.ClientConn) {
+	t.Helper()
+	s1, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendBody(t, s1, "first")
+	if err := s1.RecvMsg(new(testpb.SimpleResponse)); err != io.EOF {
+		t.Fatalf("first call: %v", err)
+	}
+	time.Sleep(20 * time.Millisecond) // the server released the first stream
+}
+
+// TestReviewRecvAfterHandlerReturnReleased: RecvMsg after the handler
+// returned, while the call's released h2conn.Stream sits zeroed in the
+// connection's free list, must return an error (grpc-go's does), not
+// crash the server process.
+func TestReviewRecvAfterHandlerReturnReleased(t *testing.T) {
+	lateGo, late, others, started := make(chan struct{}), make(chan recvResult, 1), make(chan recvResult, 4), make(chan struct{}, 4)
+	cc := lateRecvServer(t, lateGo, late, others, started)
+	firstCall(t, cc)
+	close(lateGo)
+	select {
+	case r := <-late:
+		if r.err == nil {
+			t.Errorf("late RecvMsg got a message %q", r.body)
+		} else if status.Code(r.err) != codes.Canceled {
+			t.Errorf("late RecvMsg: %v, want Canceled as grpc-go's", r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("late RecvMsg blocks")
+	}
+}
+
+// TestReviewRecvAfterHandlerReturnReused: the same late RecvMsg while the
+// next call on the connection has reused the released stream object must
+// not take that call's message.
+func TestReviewRecvAfterHandlerReturnReused(t *testing.T) {
+	lateGo, late, others, started := make(chan struct{}), make(chan recvResult, 1), make(chan recvResult, 4), make(chan struct{}, 4)
+	cc := lateRecvServer(t, lateGo, late, others, started)
+	firstCall(t, cc)
+	s2, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendBody(t, s2, "")
+	<-started
+	if r := <-others; r.err != nil {
+		t.Fatal(r.err)
+	}
+	// Call 2 took the stream object call 1 released (the free list's
+	// last); call 3 another.
+	s3, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendBody(t, s3, "")
+	<-started
+	if r := <-others; r.err != nil {
+		t.Fatal(r.err)
+	}
+	close(lateGo)
+	time.Sleep(50 * time.Millisecond) // the late RecvMsg parks
+	sendBody(t, s2, "secret of call 2")
+	sendBody(t, s3, "secret of call 3")
+	for range 2 {
+		select {
+		case r := <-others:
+			t.Logf("a live handler got %q, %v", r.body, r.err)
+		case <-time.After(time.Second):
+			t.Log("a live handler got nothing")
+		}
+	}
+	// The late receiver parked before handler 2 re-parked: it is first
+	// in line for call 2's next message.
+	sendBody(t, s2, "second secret of call 2")
+	select {
+	case r := <-late:
+		if r.err == nil {
+			t.Errorf("late RecvMsg of call 1 got another call's message %q", r.body)
+		} else if status.Code(r.err) != codes.Canceled {
+			t.Errorf("late RecvMsg: %v, want Canceled as grpc-go's", r.err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Error("late RecvMsg of call 1 blocks (parked on a stream object another call uses)")
+	}
+	s2.CloseSend()
+	s3.CloseSend()
+}
+
+// TestReviewSendAfterHandlerReturn: a goroutine of a bidi handler that keeps
+// calling SendMsg while the handler returns (grpc-go: SendMsg then fails)
+// must neither crash nor write into another call's stream: sendMsg checks
+// finished under mu but writes after unlocking, and Finish releases the
+// h2conn.Stream for reuse.
+func TestReviewSendAfterHandlerReturn(t *testing.T) {
+	h := func(_ any, stream grpc.ServerStream) error {
+		var m testpb.SimpleRequest
+		if err := stream.RecvMsg(&m); err != nil {
+			return err
+		}
+		body := m.GetPayload().GetBody()
+		go func() {
+			for {
+				if err := stream.SendMsg(&testpb.SimpleResponse{Payload: &testpb.Payload{Body: body}}); err != nil {
+					return
+				}
+			}
+		}()
+		time.Sleep(time.Duration(len(body)%3) * 100 * time.Microsecond)
+		return nil
+	}
+	cc := reviewBidi(t, h)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 100 {
+				id := fmt.Sprintf("call-%d-%d", w, i)
+				s, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				sendBody(t, s, id)
+				s.CloseSend()
+				for {
+					var r testpb.SimpleResponse
+					if err := s.RecvMsg(&r); err != nil {
+						break
+					}
+					if got := string(r.GetPayload().GetBody()); got != id {
+						t.Errorf("call %s received %q (another call's message)", id, got)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestReviewSendAfterHandlerReturnAcrossConns: the same with one client
+// connection per worker and bursts of calls, so that released stream
+// objects pass between connections through the process-wide spare pool:
+// a message may then reach another client. In practice the late SendMsg
+// mostly hits a released, zeroed stream first and the server process dies
+// (nil s.conn in h2conn.Stream.waitAsyncLocked).
+func TestReviewSendAfterHandlerReturnAcrossConns(t *testing.T) {
+	h := func(_ any, stream grpc.ServerStream) error {
+		var m testpb.SimpleRequest
+		if err := stream.RecvMsg(&m); err != nil {
+			return err
+		}
+		body := m.GetPayload().GetBody()
+		go func() {
+			for {
+				if err := stream.SendMsg(&testpb.SimpleResponse{Payload: &testpb.Payload{Body: body}}); err != nil {
+					return
+				}
+			}
+		}()
+		time.Sleep(time.Duration(len(body)%3) * 100 * time.Microsecond)
+		return nil
+	}
+	cc := reviewBidi(t, h)
+	addr := cc.Target()
+	var mu sync.Mutex
+	crossConn, sameConn := 0, 0
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := leangrpc.NewClient(addr, leangrpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			for round := range 10 {
+				var bw sync.WaitGroup
+				for i := range 20 {
+					bw.Add(1)
+					go func() {
+						defer bw.Done()
+						id := fmt.Sprintf("conn%d-r%d-c%d", w, round, i)
+						s, err := c.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+						if err != nil {
+							return
+						}
+						if s.SendMsg(&testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte(id)}}) != nil {
+							return
+						}
+						s.CloseSend()
+						for {
+							var r testpb.SimpleResponse
+							if err := s.RecvMsg(&r); err != nil {
+								return
+							}
+							if got := string(r.GetPayload().GetBody()); got != id {
+								mu.Lock()
+								if got[:5] != id[:5] {
+									crossConn++
+								} else {
+									sameConn++
+								}
+								mu.Unlock()
+							}
+						}
+					}()
+				}
+				bw.Wait()
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	if crossConn+sameConn > 0 {
+		t.Errorf("messages received by the wrong call: %d from a call of another client connection, %d from another call of the same connection", crossConn, sameConn)
+	}
+}
+
+// TestLateUseAfterHandlerReturn: once the handler returned, SendMsg,
+// RecvMsg and SendHeader on its stream fail with Canceled, as grpc-go's
+// do, while the next calls on the connection (which reuse the released
+// stream object) are untouched.
+func TestLateUseAfterHandlerReturn(t *testing.T) {
+	type lateOps struct{ send, recv, header error }
+	late := make(chan lateOps, 1)
+	var mu sync.Mutex
+	var first grpc.ServerStream
+	h := func(_ any, stream grpc.ServerStream) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if first == nil {
+			first = stream
+			return nil
+		}
+		var m testpb.SimpleRequest
+		for {
+			if err := stream.RecvMsg(&m); err != nil {
+				return nil
+			}
+			if err := stream.SendMsg(&testpb.SimpleResponse{Payload: m.GetPayload()}); err != nil {
+				return err
+			}
+			if first != nil {
+				s := first
+				first = nil
+				late <- lateOps{
+					send:   s.SendMsg(&testpb.SimpleResponse{Payload: &testpb.Payload{Body: []byte("late")}}),
+					recv:   s.RecvMsg(new(testpb.SimpleRequest)),
+					header: s.SendHeader(metadata.Pairs("k", "v")),
+				}
+			}
+		}
+	}
+	cc := reviewBidi(t, h)
+	s1, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.RecvMsg(new(testpb.SimpleResponse)); err != io.EOF {
+		t.Fatalf("first call: %v", err)
+	}
+	time.Sleep(20 * time.Millisecond) // the server released the first stream
+	s2, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		body := fmt.Sprintf("call 2 message %d", i)
+		sendBody(t, s2, body)
+		var r testpb.SimpleResponse
+		if err := s2.RecvMsg(&r); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(r.GetPayload().GetBody()); got != body {
+			t.Errorf("call 2 received %q, want %q", got, body)
+		}
+		if i == 0 {
+			ops := <-late
+			for name, err := range map[string]error{"SendMsg": ops.send, "RecvMsg": ops.recv, "SendHeader": ops.header} {
+				if status.Code(err) != codes.Canceled {
+					t.Errorf("late %s: %v, want Canceled", name, err)
+				}
+			}
+		}
+	}
+	s2.CloseSend()
+	if err := s2.RecvMsg(new(testpb.SimpleResponse)); err != io.EOF {
+		t.Errorf("call 2 end: %v", err)
+	}
+}
+
+// TestClientStreamLateUse: a client stream used after its call ended gets
+// the call's end again (SendMsg io.EOF, RecvMsg the status) and does not
+// disturb the calls that follow on the connection.
+func TestClientStreamLateUse(t *testing.T) {
+	h := func(_ any, stream grpc.ServerStream) error {
+		var m testpb.SimpleRequest
+		for {
+			if err := stream.RecvMsg(&m); err != nil {
+				if err == io.EOF {
+					return nil
+				}
+				return err
+			}
+			if string(m.GetPayload().GetBody()) == "fail" {
+				return status.Error(codes.Aborted, "asked to fail")
+			}
+			if err := stream.SendMsg(&testpb.SimpleResponse{Payload: m.GetPayload()}); err != nil {
+				return err
+			}
+		}
+	}
+	cc := reviewBidi(t, h)
+	ended := make([]grpc.ClientStream, 0, 2)
+	for _, body := range []string{"ok", "fail"} {
+		s, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sendBody(t, s, body)
+		if body == "ok" {
+			if err := s.RecvMsg(new(testpb.SimpleResponse)); err != nil {
+				t.Fatal(err)
+			}
+			s.CloseSend()
+		}
+		for s.RecvMsg(new(testpb.SimpleResponse)) == nil {
+		}
+		ended = append(ended, s)
+	}
+	for i := range 3 {
+		// A unary call takes and gives back a stream object (and a pooled
+		// client stream) meanwhile.
+		if err := cc.Invoke(ctxT(t), "/review.S/None", new(testpb.SimpleRequest), new(testpb.SimpleResponse)); status.Code(err) != codes.Unimplemented {
+			t.Errorf("unary call: %v", err)
+		}
+		s, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := fmt.Sprintf("live %d", i)
+		sendBody(t, s, body)
+		for j, old := range ended {
+			if err := old.SendMsg(&testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("late")}}); err != io.EOF {
+				t.Errorf("late SendMsg of ended call %d: %v, want io.EOF", j, err)
+			}
+			err := old.RecvMsg(new(testpb.SimpleResponse))
+			if j == 0 && err != io.EOF || j == 1 && status.Code(err) != codes.Aborted {
+				t.Errorf("late RecvMsg of ended call %d: %v", j, err)
+			}
+			old.CloseSend()
+		}
+		var r testpb.SimpleResponse
+		if err := s.RecvMsg(&r); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(r.GetPayload().GetBody()); got != body {
+			t.Errorf("live call received %q, want %q", got, body)
+		}
+		s.CloseSend()
+		if err := s.RecvMsg(&r); err != io.EOF {
+			t.Errorf("live call end: %v", err)
+		}
+	}
+}
