@@ -37,7 +37,10 @@ type Message struct {
 	// pooled buffer the Parser gathered its frames into, so a codec never
 	// has to gather it again. The receiver owns the message and must Free
 	// it; the slice holding the buffer, and the view of a small message,
-	// belong to the Parser and are valid until the next Next.
+	// belong to the Parser and are valid until the next Next. The view of
+	// a small message is not reference-counted (its Ref does nothing):
+	// DecodeMessage hands it only to grpc-go's proto codec, which keeps
+	// nothing, and gives any other codec a copy.
 	Data       mem.BufferSlice
 	Compressed bool
 	// release is the pooled buffer a small message's Data views (mem's
@@ -86,11 +89,13 @@ func (c chunk) free() {
 
 // Parser splits the DATA payloads of one stream into messages. A message
 // that lies in one payload is a view of the buffer it arrived in (no copy).
-// A message that spans payloads is gathered into one pooled buffer of its
-// announced length as its payloads arrive, each payload freed as soon as
-// its bytes are copied: one copy, where handing the codec a list of views
-// costs a list allocation, a view per payload and the codec's own gathering
-// copy. With a transport that can land DATA in a buffer it is told of
+// A message that spans payloads is gathered into one pooled buffer as its
+// payloads arrive, each payload freed as soon as its bytes are copied; the
+// buffer holds the announced length when the peer may send that much under
+// the Window on top of what arrived, else it grows with the arrivals, so a
+// prefix alone costs no memory. One copy, where handing the codec a list
+// of views costs a list allocation, a view per payload and the codec's own
+// gathering copy. With a transport that can land DATA in a buffer it is told of
 // (Sink, Landed: h2conn.Stream.RecvInto), the frames of a gathered message
 // are read straight into it and that copy goes too. A Parser is used by one
 // goroutine at a time.
@@ -101,8 +106,14 @@ type Parser struct {
 	// Pool supplies the buffers that messages spanning payloads are
 	// gathered into; nil means bufpool.Default().
 	Pool *bufpool.Pool
+	// Window bounds how far a gathering buffer reaches past the bytes that
+	// arrived: what the peer may still send under flow control (the
+	// stream's receive window); 0 means DefaultGatherWindow. A message
+	// longer than that grows its buffer as its bytes arrive, so a peer
+	// cannot make the receiver hold memory with a prefix alone.
+	Window int
 
-	asm  *bufpool.Buffer // owned by the Parser: the spanning message being gathered (at base), nil when none
+	asm  *bufpool.Buffer // owned by the Parser: the spanning message being gathered (at base), nil when none; may hold less than the message (grow)
 	asmN int             // bytes of asm filled so far; those past base are counted in avail
 	base int             // where the message starts in asm: 0, or PrefixLen when asm began as a guess
 
@@ -178,20 +189,30 @@ func (p *Parser) pushOwned(b *bufpool.Buffer) {
 // (h2conn.Stream.RecvInto): the buffer b, borrowed and valid until the next
 // Next, Landed or Close, and the range [from, to) of it still to come. to
 // is 0 when there is no such place (Push the next payload instead). A nil b
-// with to > 0 asks the transport to take a buffer of to bytes when data
-// comes, and to hand it over through Landed.
+// with to > 0 asks the transport to take a buffer of at most to bytes when
+// data comes (it may take fewer: as many as the peer may send), and to hand
+// it over through Landed.
 func (p *Parser) Sink() (b *bufpool.Buffer, from, to int) {
 	switch {
 	case p.stale != nil:
 		// Only what the transport still lands there: no new range.
 		return p.stale, p.staleN, p.staleN
 	case p.asm != nil:
+		if p.asmN == p.asm.Len() && p.asmN < p.asmWant() {
+			// Every byte of the range was reported, so the transport
+			// lands nothing more in asm: it may move.
+			p.grow()
+		}
 		if p.asmN < p.asm.Len() {
 			return p.asm, p.asmN, p.asm.Len()
 		}
 		return nil, 0, 0
 	case p.spec:
 		return nil, 0, PrefixLen + p.guess
+	case p.havePrefix && p.avail == 0 && p.length >= gatherEarly:
+		// A large message of which only the prefix arrived: its buffer
+		// is taken when its first bytes come (nothing held until then).
+		return nil, 0, p.length
 	case !p.havePrefix && p.avail == 0 && p.guess >= gatherEarly:
 		p.spec, p.base = true, PrefixLen
 		return nil, 0, PrefixLen + p.guess
@@ -205,11 +226,15 @@ func (p *Parser) Sink() (b *bufpool.Buffer, from, to int) {
 // ignored.
 func (p *Parser) Landed(b *bufpool.Buffer, n int) {
 	if b != nil {
-		if !p.spec || p.asm != nil || p.stale != nil {
+		lazy := p.spec || p.havePrefix && p.avail == 0 // the ranges Sink offers without a buffer
+		if !lazy || p.asm != nil || p.stale != nil || b.Len() > p.lazyWant() {
 			b.Free() // not asked for; cannot happen with RecvInto
 			return
 		}
 		p.asm, p.asmN = b, 0 // the Parser's reference from here on
+		if !p.spec {
+			p.base = 0
+		}
 	}
 	if n <= 0 {
 		return
@@ -250,10 +275,64 @@ func (p *Parser) pool() *bufpool.Pool {
 // fill copies what the message being gathered still lacks from the head of
 // src into asm and returns how many bytes it took.
 func (p *Parser) fill(src []byte) int {
-	n := copy(p.asm.Bytes()[p.asmN:], src)
-	p.asmN += n
-	p.avail += n
-	return n
+	taken := 0
+	for {
+		n := copy(p.asm.Bytes()[p.asmN:], src[taken:])
+		p.asmN += n
+		p.avail += n
+		taken += n
+		if taken == len(src) || p.asmN >= p.asmWant() {
+			return taken
+		}
+		p.grow() // asm is full and the message goes on
+	}
+}
+
+// DefaultGatherWindow is the Parser's Window when none is set: h2conn's
+// default stream receive window.
+const DefaultGatherWindow = 1 << 20
+
+func (p *Parser) window() int {
+	if p.Window > 0 {
+		return p.Window
+	}
+	return DefaultGatherWindow
+}
+
+// asmWant is how many bytes asm holds once the message is gathered: the
+// guessed prefix and message, or the message from base.
+func (p *Parser) asmWant() int {
+	if p.spec {
+		return PrefixLen + p.guess
+	}
+	return p.base + p.length
+}
+
+// lazyWant is the length of the range Sink offers without a buffer.
+func (p *Parser) lazyWant() int {
+	if p.spec {
+		return PrefixLen + p.guess
+	}
+	return p.length
+}
+
+// gatherSize is the length of a gathering buffer for a message of want
+// bytes of which have arrived: no more than the peer may send on top
+// (Window), and at least twice cur (the buffer it replaces) so that a
+// message much longer than the window is copied O(1) times per byte.
+func (p *Parser) gatherSize(want, have, cur int) int {
+	return min(want, max(have+p.window(), 2*cur))
+}
+
+// grow moves the asmN bytes gathered so far into a longer buffer; asm must
+// be full, so that the transport lands nothing more in it.
+func (p *Parser) grow() {
+	want := p.asmWant()
+	b := p.pool().Get(p.gatherSize(want, p.asmN, p.asm.Len()))
+	b.SetLen(min(want, b.Cap())) // the class's slack is free room
+	copy(b.Bytes(), p.asm.Bytes()[:p.asmN])
+	p.asm.Free() // the Parser's reference
+	p.asm = b
 }
 
 // pushFrom queues c with its first skip bytes already consumed (skip > 0
@@ -357,11 +436,13 @@ func (p *Parser) Next() (msg Message, ok bool, err error) {
 		}
 	}
 	if p.avail < p.length {
-		if p.asm == nil && (p.avail > 0 || p.length >= gatherEarly) {
-			// The message spans payloads, or may: gather it from here on,
-			// letting its frames land in the buffer (Sink). A short one of
-			// which nothing has arrived may still come in one payload,
-			// viewed without a copy.
+		if p.asm == nil && p.avail > 0 {
+			// The message spans payloads: gather it from here on,
+			// letting its frames land in the buffer (Sink). One of which
+			// nothing has arrived holds no buffer: a short one may still
+			// come in one payload, viewed without a copy, and for a large
+			// one (gatherEarly) Sink asks the transport to take the
+			// buffer when its bytes come.
 			p.gather()
 		}
 		return Message{}, false, nil
@@ -405,18 +486,22 @@ func (p *Parser) unguess() {
 	p.asm, p.asmN, p.spec, p.base = nil, 0, false, 0
 }
 
-// gatherEarly is the message length from which gathering starts before any
-// byte of the message has arrived. Frames of such messages are read into
+// gatherEarly is the message length from which Sink offers a range for the
+// message before any byte of it has arrived. Frames of such messages are read into
 // the gathering buffer (h2frame's sinkMinData and up) at the cost of the one
 // copy out of the read buffer a payload of its own costs anyway, so
 // gathering never costs a copy more than viewing.
 const gatherEarly = 4 << 10
 
 // gather starts gathering the current message into one pooled buffer,
-// moving every queued byte (all of them belong to it) there.
+// moving every queued byte (all of them belong to it) there. The buffer
+// holds the whole message when the peer may send it all under the window
+// on top of what arrived (a 1 MiB message at the default window), else it
+// grows as the bytes come.
 func (p *Parser) gather() {
-	p.asm, p.base = p.pool().Get(p.length), 0
 	n := p.avail
+	p.asm, p.base = p.pool().Get(p.gatherSize(p.length, n, 0)), 0
+	p.asm.SetLen(min(p.length, p.asm.Cap()))
 	p.read(p.asm.Bytes()[:n])
 	p.asmN = n
 	p.avail = n
@@ -529,7 +614,9 @@ func EncodeMessage(codec encoding.CodecV2, msg any, maxSend int) (prefix [Prefix
 }
 
 // DecodeMessage unmarshals a received message with codec. It takes
-// ownership of m. A compressed message is refused: compression is not
+// ownership of m. A codec other than grpc-go's proto codec may keep the
+// data by taking references (CodecV2): it gets reference-counted buffers,
+// or for a small message a copy of its own. A compressed message is refused: compression is not
 // negotiated yet, so the flag is Internal with no grpc-encoding, as grpc-go
 // reports, and Unimplemented with one.
 func DecodeMessage(codec encoding.CodecV2, m Message, encodingName string, dst any) error {
@@ -539,6 +626,15 @@ func DecodeMessage(codec encoding.CodecV2, m Message, encodingName string, dst a
 			return status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
 		}
 		return status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", encodingName)
+	}
+	if m.release != nil && codec != protoCodec {
+		// A small message is a view whose Ref does nothing over a
+		// pooled buffer Free hands back: fine for grpc-go's proto codec,
+		// which keeps nothing, but a codec may keep the data with a Ref
+		// (CodecV2), so any other gets bytes of its own.
+		b := m.Data.Materialize()
+		m.Free()
+		m.Data = mem.BufferSlice{mem.SliceBuffer(b)}
 	}
 	err := codec.Unmarshal(m.Data, dst)
 	m.Free()

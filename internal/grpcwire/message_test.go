@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -319,4 +320,55 @@ func TestParserGatherAllocs(t *testing.T) {
 		t.Errorf("%.1f allocations per 1 MiB message, want at most 4", allocs)
 	}
 	p.Close()
+}
+
+// keepingCodec is a codec that keeps what Unmarshal is given, taking its
+// own references as CodecV2 allows.
+type keepingCodec struct{ kept []mem.BufferSlice }
+
+func (*keepingCodec) Name() string                         { return "keep" }
+func (*keepingCodec) Marshal(any) (mem.BufferSlice, error) { return nil, nil }
+func (c *keepingCodec) Unmarshal(data mem.BufferSlice, _ any) error {
+	data.Ref()
+	c.kept = append(c.kept, append(mem.BufferSlice(nil), data...))
+	return nil
+}
+
+// Small messages, views of a pooled buffer for the proto codec, reach a
+// codec that keeps them as bytes that stay intact after the Parser moves on
+// and the buffer goes back to the pool; with the proto codec they stay
+// views (no copy, no allocation: TestUnaryCallAllocations).
+func TestDecodeMessageKeepingCodec(t *testing.T) {
+	pool := bufpool.New(nil)
+	want := []string{"tiny", "two", string(bytes.Repeat([]byte("x"), 2000))}
+	small := append(frame(false, []byte(want[0])), frame(false, []byte(want[1]))...)
+	p := Parser{Pool: pool}
+	p.Push(pool.Copy(small)) // below mem's pooling threshold: viewed
+	p.Push(pool.Copy(frame(false, []byte(want[2]))))
+	c := &keepingCodec{}
+	for range want {
+		m, ok, err := p.Next()
+		if !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if err := DecodeMessage(c, m, "", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Close()
+	// Reuse the freed memory.
+	for range 4 {
+		b := pool.Get(len(small))
+		clear(b.Bytes())
+		b.Free()
+	}
+	for i, d := range c.kept {
+		if got := string(d.Materialize()); got != want[i] {
+			t.Errorf("kept message %d is %.16q, want %.16q", i, got, want[i])
+		}
+		d.Free()
+	}
+	if n := pool.Outstanding(); n != 0 {
+		t.Errorf("%d buffers outstanding", n)
+	}
 }

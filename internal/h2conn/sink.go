@@ -22,7 +22,10 @@ import (
 // register no buffer, only the range's length (a nil dst): the buffer is
 // taken when the first frame lands, so a stream waiting for its next
 // message holds no memory, and handed to the receiver with the first
-// landed bytes.
+// landed bytes. That buffer is no longer than what arrived plus the stream
+// window (the range ends with it): a length the peer announced costs
+// memory only as the peer sends, and the receiver registers a longer
+// buffer when the message goes on.
 //
 // Order: registering moves what is queued (less than the range) into the
 // buffer first and reports it as landed, and the registration ends
@@ -57,8 +60,10 @@ func (cs *connSink) DataDest(id uint32, n int) (*bufpool.Buffer, []byte) {
 	}
 	if s.sink == nil {
 		// A lazy registration: its buffer is taken now, with one
-		// reference for the receiver and one for the registration.
-		s.sinkHand = c.pool.Get(s.sinkEnd)
+		// reference for the receiver and one for the registration, and
+		// the range ends where the buffer does.
+		s.sinkHand = c.pool.Get(c.lazySizeLocked(s.sinkOff+n, s.sinkEnd))
+		s.sinkEnd = s.sinkHand.Len()
 		s.sink = s.sinkHand
 		s.sink.Ref() // the registration's reference, dropped by endSinkLocked
 		s.sinkLazy = false
@@ -69,6 +74,15 @@ func (cs *connSink) DataDest(id uint32, n int) (*bufpool.Buffer, []byte) {
 	s.sinkOff += k // reserved; a refused frame fails the stream
 	c.mu.Unlock()
 	return b, dst
+}
+
+// lazySizeLocked is the length of the buffer taken for a range of to bytes
+// of which have will have arrived: no more than the peer may send on top
+// under the stream window, so that a peer announcing a long message (a
+// gRPC prefix) and sending little makes the receiver hold little. The
+// receiver grows its buffer if the message goes on.
+func (c *Conn) lazySizeLocked(have, to int) int {
+	return min(to, have+int(c.streamWindow))
 }
 
 // deliverLocked hands the data of an accepted DATA frame to s: what landed
@@ -129,9 +143,10 @@ func (s *Stream) dropSinkLocked() {
 // and io.EOF are Recv's.
 //
 // A nil dst (with from 0) registers the range without a buffer: one of to
-// bytes is taken when data first lands, and the call reporting the first
-// landed bytes returns it as b, an owned buffer the receiver gathers into
-// (pass it as dst from then on).
+// bytes, or fewer (what arrived plus the stream window: the range then ends
+// with the buffer), is taken when data first lands, and the call reporting
+// the first landed bytes returns it as b, an owned buffer the receiver
+// gathers into (pass it as dst from then on; it may be shorter than to).
 func (s *Stream) RecvInto(dst *bufpool.Buffer, from, to int) (b *bufpool.Buffer, n int, err error) {
 	c := s.conn
 	c.mu.Lock()
@@ -184,8 +199,9 @@ func (s *Stream) registerLocked(dst *bufpool.Buffer, from, to int) (*bufpool.Buf
 	}
 	var own *bufpool.Buffer // a buffer taken here for a nil dst; the receiver's
 	if dst == nil {
-		own = c.pool.Get(to)
+		own = c.pool.Get(c.lazySizeLocked(q, to))
 		dst = own
+		to = own.Len()
 	}
 	dst.Ref() // the registration's reference, dropped by endSinkLocked
 	s.sink, s.sinkOff, s.sinkEnd = dst, from+q, to

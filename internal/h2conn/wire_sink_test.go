@@ -316,3 +316,74 @@ func TestWireSinkLazyBufferReset(t *testing.T) {
 		st.stillUp()
 	})
 }
+
+// A range registered without a buffer for more than the peer may send
+// takes a buffer of what arrived plus the stream window only (a peer
+// announcing a long message and sending little makes us hold little), and
+// the range ends with that buffer; the same when queued bytes are moved in
+// at registration.
+func TestWireSinkLazyBufferBoundedByWindow(t *testing.T) {
+	const window = 65535
+	wireRun(t, func(t *testing.T) {
+		st := newServerTest(t, h2conn.Config{InitialStreamWindow: window, DisableBDP: true}, wireOpts{})
+		st.greet()
+		p := st.peer
+		p.WriteHeaders(1, false, reqFields("/")...)
+		s := st.stream()
+		defer s.Release()
+		type first struct {
+			b   *bufpool.Buffer
+			n   int
+			err error
+		}
+		ch := make(chan first, 1)
+		go func() {
+			b, n, err := s.RecvInto(nil, 0, 1<<20)
+			ch <- first{b, n, err}
+		}()
+		settle()
+		msg := pattern(2*16384, 5)
+		p.WriteData(1, false, msg[:16384])
+		f := <-ch
+		if f.err != nil || f.b == nil || f.n != 16384 || f.b.Len() != 16384+window {
+			t.Fatalf("first RecvInto: buffer %v (len %d), n %d, err %v; want a %d-byte buffer and 16384", f.b != nil, lenOf(f.b), f.n, f.err, 16384+window)
+		}
+		dst := f.b
+		defer dst.Free() // handed over by RecvInto: ours
+		res := make(chan gatherResult, 1)
+		go func() { res <- gatherInto(s, dst, 16384, 2*16384) }()
+		p.WriteData(1, false, msg[16384:])
+		if r := <-res; r.err != nil || r.landed+r.copied != 16384 {
+			t.Fatalf("landed %d, copied %d, err %v", r.landed, r.copied, r.err)
+		}
+		if !bytes.Equal(dst.Bytes()[:2*16384], msg) {
+			t.Fatal("bytes out of place")
+		}
+	})
+	wireRun(t, func(t *testing.T) {
+		st := newServerTest(t, h2conn.Config{InitialStreamWindow: window, DisableBDP: true}, wireOpts{})
+		st.greet()
+		p := st.peer
+		p.WriteHeaders(1, false, reqFields("/")...)
+		s := st.stream()
+		defer s.Release()
+		msg := pattern(1000, 7)
+		p.WriteData(1, false, msg)
+		settle() // queued
+		b, n, err := s.RecvInto(nil, 0, 1<<20)
+		if err != nil || b == nil || n != 1000 || b.Len() != 1000+window {
+			t.Fatalf("RecvInto: buffer %v (len %d), n %d, err %v; want a %d-byte buffer and 1000", b != nil, lenOf(b), n, err, 1000+window)
+		}
+		if !bytes.Equal(b.Bytes()[:1000], msg) {
+			t.Fatal("queued bytes out of place")
+		}
+		b.Free() // handed over by RecvInto: ours
+	})
+}
+
+func lenOf(b *bufpool.Buffer) int {
+	if b == nil {
+		return -1
+	}
+	return b.Len()
+}
