@@ -170,6 +170,12 @@ func (cc *ClientConn) addPerRPCCreds(ctx context.Context, req *grpcwire.Request,
 // retrying on a fresh connection when the first was going away (nothing
 // was sent then).
 func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInfo, hold bool) (*grpcwire.ClientStream, *peer.Peer, error) {
+	// A context that already ended fails the call before anything is
+	// sent, as grpc-go's does; otherwise a fast server could answer before
+	// the stream's wait notices the context.
+	if err := ctx.Err(); err != nil {
+		return nil, nil, status.FromContextError(err).Err()
+	}
 	req, err := cc.newRequest(ctx, method, ci)
 	if err != nil {
 		return nil, nil, err
