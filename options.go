@@ -86,13 +86,20 @@ func MaxConcurrentStreams(n uint32) ServerOption {
 }
 
 // MaxFrameSize sets the SETTINGS_MAX_FRAME_SIZE the server announces: the
-// largest frame payload clients may send it, clamped to [16 KiB, 16 MiB-1]
-// (default 16 KiB, the RFC 9113 default, as grpc-go). Larger frames cut the
-// per-frame cost of big messages from leangrpc clients (grpc-go clients
-// send 16 KiB frames whatever we allow).
+// largest frame payload clients may send it, clamped to [16 KiB, 16 MiB-1].
+// Without it a connection announces the RFC 9113 default of 16 KiB, as
+// grpc-go does and plain HTTP/2 peers expect, and raises it to 256 KiB
+// (grpcMaxFrameSize) once it carries a gRPC request. Larger frames cut the
+// per-frame cost of big messages from leangrpc clients and let them land
+// in the message's buffer straight from the socket (grpc-go clients send
+// 16 KiB frames whatever we allow).
 func MaxFrameSize(n uint32) ServerOption {
 	return serverOptionFunc(func(o *serverOptions) { o.maxFrameSize = n })
 }
+
+// grpcMaxFrameSize is the SETTINGS_MAX_FRAME_SIZE a server connection
+// raises to once it carries gRPC, and what a client announces by default.
+const grpcMaxFrameSize = 256 << 10
 
 // KeepaliveParams sets the server's connection management: idle and age
 // limits and its own keepalive pings.

@@ -32,6 +32,10 @@ type Server struct {
 	strInt   grpc.StreamServerInterceptor
 	wireCfg  grpcwire.ServerConfig
 	h2cfg    h2conn.Config
+	// raiseFrame is the SETTINGS_MAX_FRAME_SIZE a connection announces
+	// once it carried a gRPC request, when no MaxFrameSize option set one
+	// from the start; 0: none.
+	raiseFrame uint32
 
 	mu       sync.Mutex // guards the fields below
 	services map[string]*serviceInfo
@@ -68,6 +72,9 @@ func NewServer(opts ...ServerOption) *Server {
 		// grpc-go's servers do not limit concurrent streams unless told
 		// to; a drop-in must not refuse what they accept.
 		o.maxConcurrentStreams = math.MaxUint32
+	}
+	if o.maxFrameSize == 0 {
+		s.raiseFrame = grpcMaxFrameSize
 	}
 	s.h2cfg = h2conn.Config{
 		MaxConcurrentStreams:    o.maxConcurrentStreams,
@@ -334,6 +341,12 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 		rq := req // only this branch pays for a heap copy
 		go grpcwire.RejectStream(st, &rq, rej)
 		return
+	}
+	if s.raiseFrame != 0 {
+		// The connection carries gRPC: let the client send large
+		// messages in large frames (h2conn.Conn.RaiseMaxFrameSize; once
+		// per connection, a compare afterwards).
+		st.Conn().RaiseMaxFrameSize(s.raiseFrame)
 	}
 	r.ss.Init(sc.context(), st, req, &s.wireCfg)
 	if ctxKeysLearned {

@@ -153,8 +153,52 @@ func (c *Conn) growWindowsLocked(w uint32) {
 	for _, s := range c.streams {
 		s.in.avail = min(s.in.avail+delta, h2frame.MaxWindowSize)
 	}
-	set := c.localSettings[:0]
-	set = append(set, h2frame.Setting{ID: h2frame.SettingInitialWindowSize, Val: w})
-	c.localSettings = set
+	c.queueSettingLocked(h2frame.SettingInitialWindowSize, w)
+}
+
+// queueSettingLocked sends one of our settings in a SETTINGS frame: in the
+// one already queued and not yet written, if there is one (the writer sends
+// c.localSettings when it gets to it, so a second frame queued meanwhile
+// would repeat the same list and the first change would be lost), else in
+// a new one.
+func (c *Conn) queueSettingLocked(id h2frame.SettingID, val uint32) {
+	for _, f := range c.ctrl {
+		if f.kind == ctrlSettings {
+			for i := range c.localSettings {
+				if c.localSettings[i].ID == id {
+					c.localSettings[i].Val = val
+					return
+				}
+			}
+			c.localSettings = append(c.localSettings, h2frame.Setting{ID: id, Val: val})
+			return
+		}
+	}
+	c.localSettings = append(c.localSettings[:0], h2frame.Setting{ID: id, Val: val})
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlSettings}, false)
+}
+
+// RaiseMaxFrameSize announces a larger SETTINGS_MAX_FRAME_SIZE, n (at most
+// 2^24-1), in a SETTINGS frame of its own; a smaller or equal n does
+// nothing. The frame reader accepts the larger frames at once, since the
+// peer may use them as soon as it reads the SETTINGS. It must be called on
+// the reading goroutine, as Handler.HandleStream is.
+//
+// A server announces the RFC's 16 KiB at first (what h2spec and plain
+// HTTP/2 peers expect) and raises it once a connection shows it carries
+// gRPC, so that a client streaming large messages sends them in large
+// DATA frames that the reader lands straight in the message's buffer.
+func (c *Conn) RaiseMaxFrameSize(n uint32) {
+	n = min(n, h2frame.MaxMaxFrameSize)
+	if n <= c.fr.MaxFrameSize() {
+		return
+	}
+	c.fr.SetMaxFrameSize(n)
+	c.mu.Lock()
+	if !c.closing {
+		// Written with whatever goes out next (the reader kicks the
+		// writer when it has parsed what it read).
+		c.queueSettingLocked(h2frame.SettingMaxFrameSize, n)
+	}
+	c.mu.Unlock()
 }

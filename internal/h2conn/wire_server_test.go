@@ -1012,3 +1012,67 @@ func TestWireLargeResponseHeaders(t *testing.T) {
 		}
 	})
 }
+
+// A server connection that raises SETTINGS_MAX_FRAME_SIZE from the handler
+// (as the root package does on a connection's first gRPC request) sends a
+// SETTINGS frame with the new value and accepts larger DATA frames from
+// then on; raising to a value not above the current one sends nothing.
+func TestWireRaiseMaxFrameSize(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		streams := make(chan *h2conn.Stream, 2)
+		st := newServerTest(t, h2conn.Config{}, wireOpts{handler: func(s *h2conn.Stream) {
+			s.Conn().RaiseMaxFrameSize(256 << 10)
+			s.Conn().RaiseMaxFrameSize(64 << 10) // not above: nothing
+			streams <- s
+		}})
+		st.greet()
+		p := st.peer
+		p.WriteHeaders(1, false, reqFields("/")...)
+		var raised int
+		for raised == 0 {
+			f, err := p.ReadFrame(5 * time.Second)
+			if err != nil {
+				t.Fatalf("no SETTINGS raising the frame size: %v", err)
+			}
+			if f.Type != h2frame.TypeSettings || f.IsAck() {
+				continue
+			}
+			for _, s := range f.Settings() {
+				if s.ID == h2frame.SettingMaxFrameSize {
+					if s.Val != 256<<10 {
+						t.Fatalf("SETTINGS_MAX_FRAME_SIZE %d, want %d", s.Val, 256<<10)
+					}
+					raised++
+				}
+			}
+		}
+		p.WriteSettingsAck()
+		s := <-streams
+		data := bytes.Repeat([]byte("0123456789abcdef"), 40<<10/16) // 40 KiB: one frame above 16 KiB
+		p.WriteData(1, true, data)
+		var got []byte
+		for {
+			b, err := s.Recv()
+			if err != nil {
+				break
+			}
+			got = append(got, b.Bytes()...)
+			b.Free()
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("received %d bytes, want the %d sent in one frame", len(got), len(data))
+		}
+		if err := respond(st.pool, s, nil); err != nil {
+			t.Fatalf("respond: %v", err)
+		}
+		for {
+			f, err := p.ReadFrame(200 * time.Millisecond)
+			if err != nil {
+				break
+			}
+			if f.Type == h2frame.TypeSettings && !f.IsAck() {
+				t.Fatalf("a second SETTINGS %v after raising to a smaller value", f.Settings())
+			}
+		}
+	})
+}

@@ -220,6 +220,9 @@ func (r *Reader) SetMaxFrameSize(n uint32) {
 	r.maxFrame = n
 }
 
+// MaxFrameSize returns the largest frame accepted (SetMaxFrameSize).
+func (r *Reader) MaxFrameSize() uint32 { return r.maxFrame }
+
 // SetMaxHeaderListSize changes our SETTINGS_MAX_HEADER_LIST_SIZE.
 func (r *Reader) SetMaxHeaderListSize(n uint32) {
 	if n == 0 {
