@@ -47,8 +47,8 @@ type Conn struct {
 	inflow     inflow       // connection receive window; given back on receipt
 	lastRead   atomic.Int64 // unix nanoseconds of the last frame read, when keepaliveOn
 
-	mu       sync.Mutex
-	idleCond waitCond // signalled when writing becomes false; uses mu
+	mu       connMutex // mutex.go: sync.Mutex without starvation mode
+	idleCond waitCond  // signalled when writing becomes false; uses mu
 
 	// Guarded by mu.
 	closeErr        *Error
@@ -209,7 +209,6 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 		pool:    cfg.Pool,
 		handler: h,
 	}
-	c.idleCond.L = &c.mu
 	c.fr = h2frame.NewReader(wc, h2frame.ReaderConfig{
 		Pool:               cfg.Pool,
 		MaxFrameSize:       cfg.MaxFrameSize,
@@ -869,7 +868,7 @@ func (c *Conn) fail(err *Error) {
 		c.nc.Close()
 	}
 	for c.writing {
-		c.idleCond.Wait()
+		c.idleCond.Wait(&c.mu)
 	}
 	c.writing = true // the write role is never released again
 	if err.graceful() {
@@ -979,11 +978,11 @@ const (
 )
 
 // waitCond is a condition variable like sync.Cond at a third of its size:
-// the channel is made by the first waiter. Its methods are called with L
-// held.
+// the channel is made by the first waiter. Its methods are called with the
+// connection's mu held; Wait takes that mutex as its argument rather than
+// keeping a pointer to it.
 type waitCond struct {
-	L  *sync.Mutex
-	ch chan struct{} // closed by Broadcast; nil when nobody waits; guarded by L
+	ch chan struct{} // closed by Broadcast; nil when nobody waits; guarded by Conn.mu
 }
 
 // Broadcast wakes every waiter.
@@ -994,15 +993,15 @@ func (w *waitCond) Broadcast() {
 	}
 }
 
-// Wait unlocks L, waits for the next Broadcast and locks L again.
-func (w *waitCond) Wait() {
+// Wait unlocks mu, waits for the next Broadcast and locks mu again.
+func (w *waitCond) Wait(mu *connMutex) {
 	if w.ch == nil {
 		w.ch = make(chan struct{})
 	}
 	ch := w.ch
-	w.L.Unlock()
+	mu.Unlock()
 	<-ch
-	w.L.Lock()
+	mu.Lock()
 }
 
 // bdpLocked returns the BDP estimator to feed n more DATA bytes to, making

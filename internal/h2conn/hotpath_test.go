@@ -161,7 +161,7 @@ func TestCorkBatchesConcurrentSenders(t *testing.T) {
 func holdWriteRole(c *Conn) (release func()) {
 	c.mu.Lock()
 	for c.writing {
-		c.idleCond.Wait()
+		c.idleCond.Wait(&c.mu)
 	}
 	c.writing = true
 	c.mu.Unlock()
