@@ -468,6 +468,19 @@ func (p *Parser) Next() (msg Message, ok bool, err error) {
 // queued), and the buffer stays as stale for what the transport may still
 // land there.
 func (p *Parser) unguess() {
+	if p.off > 0 && len(p.q) > 0 {
+		// fill took the head of the first queued payload (the guessed
+		// buffer's last bytes, pushed with the rest of the next message
+		// behind them): what is unread of it becomes a chunk of its own,
+		// so that the copied-out head goes in front with nothing read.
+		rest := p.pool().Copy(p.q[0].bytes()[p.off:])
+		p.q[0].free()
+		p.q[0] = chunk{b: rest}
+		if !mem.IsBelowBufferPoolingThreshold(rest.Len()) {
+			p.q[0] = chunk{m: rest.Mem()}
+		}
+		p.off = 0
+	}
 	head := p.pool().Copy(p.asm.Bytes()[:p.asmN])
 	c := chunk{b: head}
 	if !mem.IsBelowBufferPoolingThreshold(head.Len()) {
