@@ -143,13 +143,19 @@ func (b *mdBuilder) add(k, v string) {
 
 // addDecoded adds one received field, decoding binary values.
 func (b *mdBuilder) addDecoded(name, value string) error {
-	if IsBinaryKey(name) {
-		v, err := DecodeBinary(value)
-		if err != nil {
-			return err
-		}
-		value = v
+	value, err := receivedValue(name, value)
+	if err != nil {
+		return err
 	}
 	b.add(name, value)
 	return nil
+}
+
+// receivedValue is a received field's value as metadata holds it: decoded
+// from base64 for a -bin key.
+func receivedValue(name, value string) (string, error) {
+	if IsBinaryKey(name) {
+		return DecodeBinary(value)
+	}
+	return value, nil
 }

@@ -232,12 +232,9 @@ type mdPairs struct{ p []string }
 func (m *mdPairs) add(k, v string) { m.p = append(m.p, k, v) }
 
 func (m *mdPairs) addDecoded(name, value string) error {
-	if IsBinaryKey(name) {
-		v, err := DecodeBinary(value)
-		if err != nil {
-			return err
-		}
-		value = v
+	value, err := receivedValue(name, value)
+	if err != nil {
+		return err
 	}
 	m.add(name, value)
 	return nil
