@@ -42,7 +42,6 @@ type ClientStream struct {
 	ctx     context.Context
 	stop    func() bool // stops the context watcher; nil while there is none
 	fired   bool        // the context watcher ran (or runs): the stream may not be reused
-	watch   bool        // ClientConfig.Unary with a context that can end: the waits watch it
 	pooled  bool        // ClientConfig.Unary: Release puts s in unaryStreams
 	codec   encoding.CodecV2
 	pool    *bufpool.Pool
@@ -103,10 +102,10 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	var st *h2conn.Stream
 	var err error
 	done := ctx.Done()
+	watched := hold && cfg.Unary && done != nil // the stream's waits watch ctx
 	switch {
-	case hold && cfg.Unary && done != nil:
+	case watched:
 		st, err = c.NewStreamWatch(ctx, fields)
-		s.watch = true
 	case hold:
 		st, err = c.NewStreamHold(ctx, fields)
 	default:
@@ -114,10 +113,7 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	}
 	clear(s.fieldBuf[:])
 	if err != nil {
-		if s.pooled {
-			*s = ClientStream{}
-			unaryStreams.Put(s)
-		}
+		s.recycle()
 		return nil, StreamStatusError(ctx, err)
 	}
 	s.st = st
@@ -129,16 +125,10 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	}
 	s.parser.MaxRecv = cfg.MaxRecv
 	s.parser.Pool = s.pool
-	if done != nil && !s.watch {
-		s.watchContext()
+	if done != nil && !watched {
+		s.stop = context.AfterFunc(ctx, func() { st.Reset(h2frame.ErrCodeCancel) })
 	}
 	return s, nil
-}
-
-// watchContext resets the stream with CANCEL when the context ends.
-func (s *ClientStream) watchContext() {
-	st := s.st
-	s.stop = context.AfterFunc(s.ctx, func() { st.Reset(h2frame.ErrCodeCancel) })
 }
 
 // Stream returns the underlying HTTP/2 stream.
@@ -331,6 +321,11 @@ func (s *ClientStream) Release() {
 		s.st.Release()
 	}
 	s.st = nil
+	s.recycle()
+}
+
+// recycle puts s, cleared, in unaryStreams when it came from there.
+func (s *ClientStream) recycle() {
 	if s.pooled {
 		*s = ClientStream{}
 		unaryStreams.Put(s)
@@ -359,23 +354,7 @@ func (s *ClientStream) Abort() {
 // Ended reports whether the call's final status is known to RecvMsg.
 func (s *ClientStream) Ended() bool { return s.ended }
 
-// recvPayload returns the stream's next payload for the parser (an owned
-// buffer), or nil after DATA landed straight in the message the parser
-// gathers.
+// recvPayload returns the stream's next payload for the parser (nextPayload).
 func (s *ClientStream) recvPayload() (*bufpool.Buffer, error) {
-	dst, from, to := s.parser.Sink()
-	if to == 0 {
-		return s.st.Recv()
-	}
-	if s.watch && s.stop == nil && !s.ended {
-		// RecvInto does not watch the context: from now on a watcher
-		// does.
-		s.watchContext()
-	}
-	b, n, err := s.st.RecvInto(dst, from, to)
-	if n > 0 {
-		s.parser.Landed(b, n) // takes ownership of b, a buffer taken for a nil dst
-		return nil, err
-	}
-	return b, err
+	return nextPayload(&s.parser, s.st)
 }

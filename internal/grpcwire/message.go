@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/h2conn"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
@@ -655,4 +656,21 @@ func DecodeMessage(codec encoding.CodecV2, m Message, encodingName string, dst a
 		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
 	}
 	return nil
+}
+
+// nextPayload returns st's next payload for p (an owned buffer), or nil
+// once DATA landed straight in the message p gathers: where p offers a
+// place for the bytes (Sink) they are received into it (RecvInto), else as
+// a payload of their own (Recv).
+func nextPayload(p *Parser, st *h2conn.Stream) (*bufpool.Buffer, error) {
+	dst, from, to := p.Sink()
+	if to == 0 {
+		return st.Recv()
+	}
+	b, n, err := st.RecvInto(dst, from, to)
+	if n > 0 {
+		p.Landed(b, n) // takes ownership of b, a buffer taken for a nil dst
+		return nil, err
+	}
+	return b, err
 }

@@ -479,18 +479,7 @@ func (s *ServerStream) SkipMsg() error {
 	return nil
 }
 
-// recvPayload returns the stream's next payload for the parser (an owned
-// buffer), or nil after DATA landed straight in the message the parser
-// gathers.
+// recvPayload returns the stream's next payload for the parser (nextPayload).
 func (s *ServerStream) recvPayload() (*bufpool.Buffer, error) {
-	dst, from, to := s.parser.Sink()
-	if to == 0 {
-		return s.st.Recv()
-	}
-	b, n, err := s.st.RecvInto(dst, from, to)
-	if n > 0 {
-		s.parser.Landed(b, n) // takes ownership of b, a buffer taken for a nil dst
-		return nil, err
-	}
-	return b, err
+	return nextPayload(&s.parser, s.st)
 }

@@ -140,7 +140,8 @@ func (s *Stream) dropSinkLocked() {
 // in dst.Bytes()[from:from+n], or a queued payload b with n == 0 (an owned
 // buffer, as Recv returns). Once dst is registered, DATA arriving while the
 // receiver is busy lands there too, and the next call reports it. Errors
-// and io.EOF are Recv's.
+// and io.EOF are Recv's; the wait ends on WatchCancel's channel as Recv's
+// does.
 //
 // A nil dst (with from 0) registers the range without a buffer: one of to
 // bytes, or fewer (what arrived plus the stream window: the range then ends
@@ -179,8 +180,9 @@ func (s *Stream) RecvInto(dst *bufpool.Buffer, from, to int) (b *bufpool.Buffer,
 			return nil, 0, err
 		}
 		s.recvWaiting = true
+		done := s.cancel
 		c.mu.Unlock()
-		<-s.recvCh
+		s.park(s.recvCh, done)
 		c.mu.Lock()
 		s.recvWaiting = false
 	}

@@ -88,6 +88,17 @@ func TestWatchCancel(t *testing.T) {
 			_, err := s.Recv()
 			return err
 		}},
+		{"RecvInto", "/respond", func(s *Stream) error {
+			if _, _, err := s.RecvHeaders(); err != nil {
+				return err
+			}
+			// A range without a buffer: the wait for its first bytes.
+			b, _, err := s.RecvInto(nil, 0, 64<<10)
+			if b != nil {
+				b.Free()
+			}
+			return err
+		}},
 		{"WriteData", "/silent", func(s *Stream) error {
 			// More than the 1 KiB window: the write waits for WINDOW_UPDATE.
 			return s.WriteData(p.pool.Copy(make([]byte, 4<<10)), false)

@@ -85,12 +85,12 @@ type Stream struct {
 }
 
 // WatchCancel makes the stream's blocking calls (the waits of RecvHeaders,
-// Recv, WriteHeaders, WriteData, CloseSend and Release) also end when done
-// is closed: the waiting call resets the stream with CANCEL, as Reset
+// Recv, RecvInto, WriteHeaders, WriteData, CloseSend and Release) also end
+// when done is closed: the waiting call resets the stream with CANCEL, as Reset
 // does, and returns the reset's error. It is context.AfterFunc's work
 // without its allocations, for a caller that always waits in one of these
 // calls until the stream ends (a unary call): nothing resets the stream
-// while nobody waits. RecvInto does not watch done.
+// while nobody waits.
 func (s *Stream) WatchCancel(done <-chan struct{}) {
 	c := s.conn
 	c.mu.Lock()
