@@ -19,8 +19,10 @@ import (
 // goroutine each.
 type CallContext struct {
 	parent   context.Context
-	deadline time.Time
-	hasDL    bool
+	deadline time.Time // zero without a grpc-timeout
+	// onDeadline runs once c ended with DeadlineExceeded, whichever way:
+	// its own timer, or a parent whose deadline came first.
+	onDeadline func()
 
 	mu     sync.Mutex    // guards the fields below
 	err    error         // set once, when the call's context ends
@@ -39,14 +41,14 @@ type afterFunc struct {
 }
 
 // init sets up c for a call under parent, with a deadline when hasDL.
-// onDeadline runs (on the timer's goroutine) after c ended with
-// DeadlineExceeded. It reports false when the deadline had already passed
+// onDeadline runs after c ended with DeadlineExceeded (on the goroutine
+// that ended it: the timer's, or the parent's watcher). It reports false when the deadline had already passed
 // (a timeout of zero or less, or a parent past its deadline): c has then
 // ended with DeadlineExceeded, synchronously, and onDeadline does not run.
 func (c *CallContext) init(parent context.Context, timeout time.Duration, hasDL bool, onDeadline func()) bool {
 	c.parent = parent
 	if hasDL {
-		c.deadline, c.hasDL = time.Now().Add(timeout), true
+		c.deadline, c.onDeadline = time.Now().Add(timeout), onDeadline
 		if pd, ok := parent.Deadline(); ok && pd.Before(c.deadline) {
 			c.deadline = pd
 		}
@@ -56,11 +58,7 @@ func (c *CallContext) init(parent context.Context, timeout time.Duration, hasDL 
 			return false
 		}
 		c.mu.Lock() // the timer may fire before it is stored
-		c.timer = time.AfterFunc(d, func() {
-			if c.cancel(context.DeadlineExceeded) {
-				onDeadline()
-			}
-		})
+		c.timer = time.AfterFunc(d, func() { c.cancel(context.DeadlineExceeded) })
 		c.mu.Unlock()
 	}
 	if parent.Done() != nil {
@@ -82,7 +80,7 @@ func (c *CallContext) init(parent context.Context, timeout time.Duration, hasDL 
 }
 
 // Deadline returns the request's deadline, if it had a grpc-timeout.
-func (c *CallContext) Deadline() (time.Time, bool) { return c.deadline, c.hasDL }
+func (c *CallContext) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
 
 // Done returns a channel closed when the call's context ends.
 func (c *CallContext) Done() <-chan struct{} {
@@ -161,14 +159,17 @@ func (c *CallContext) cancel(err error) bool {
 	stop := c.stopParent
 	c.stopParent = nil
 	c.mu.Unlock()
-	if t != nil && err != context.DeadlineExceeded {
-		t.Stop()
+	if t != nil {
+		t.Stop() // false when it is what ended c
 	}
 	if stop != nil {
 		stop() // false when the parent's end is what ended c
 	}
 	for _, a := range funcs {
 		go a.f()
+	}
+	if err == context.DeadlineExceeded && c.onDeadline != nil {
+		c.onDeadline()
 	}
 	return true
 }

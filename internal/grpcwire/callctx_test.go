@@ -157,3 +157,31 @@ func TestCallContextParentRegistration(t *testing.T) {
 		t.Errorf("%d registrations after the parent ended", n)
 	}
 }
+
+// A parent whose deadline comes first ends the call's context with
+// DeadlineExceeded, and onDeadline runs for it as for the call's own
+// deadline (the stream is then reset); it runs once.
+func TestCallContextParentDeadline(t *testing.T) {
+	parent, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	ran := make(chan struct{}, 2)
+	var c CallContext
+	if !c.init(parent, time.Hour, true, func() { ran <- struct{}{} }) {
+		t.Fatal("init reported an expired deadline")
+	}
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("onDeadline did not run when the parent's deadline passed")
+	}
+	if err := c.Err(); err != context.DeadlineExceeded {
+		t.Fatalf("err %v, want DeadlineExceeded", err)
+	}
+	if dl, ok := c.Deadline(); !ok || time.Until(dl) > time.Second {
+		t.Fatalf("Deadline() = %v, %v; want the parent's", dl, ok)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if len(ran) != 0 {
+		t.Fatal("onDeadline ran twice")
+	}
+}
