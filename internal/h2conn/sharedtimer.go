@@ -1,6 +1,7 @@
 package h2conn
 
 import (
+	"container/heap"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,9 +44,9 @@ var ownTimers sync.Map
 // timerHeap is the min-heap of scheduled sharedTimers by deadline.
 var timerHeap struct {
 	mu    sync.Mutex
-	h     []*sharedTimer // guarded by mu
-	rt    *time.Timer    // fires at armed; made by the first schedule; guarded by mu
-	armed time.Duration  // when rt fires (since clockEpoch), 0: not armed; guarded by mu
+	h     timerSlice    // guarded by mu
+	rt    *time.Timer   // fires at armed; made by the first schedule; guarded by mu
+	armed time.Duration // when rt fires (since clockEpoch), 0: not armed; guarded by mu
 }
 
 // afterFuncShared returns a sharedTimer that expires after d.
@@ -79,11 +80,9 @@ func (t *sharedTimer) Reset(d time.Duration) bool {
 	was := t.idx >= 0
 	t.when = when
 	if was {
-		heapFix(int(t.idx))
+		heap.Fix(&timerHeap.h, int(t.idx))
 	} else {
-		t.idx = int32(len(timerHeap.h))
-		timerHeap.h = append(timerHeap.h, t)
-		heapUp(int(t.idx))
+		heap.Push(&timerHeap.h, t)
 	}
 	armLocked()
 	return was
@@ -100,7 +99,7 @@ func (t *sharedTimer) Stop() bool {
 	if t.idx < 0 {
 		return false
 	}
-	heapRemove(int(t.idx))
+	heap.Remove(&timerHeap.h, int(t.idx))
 	if len(timerHeap.h) == 0 && cap(timerHeap.h) > 1024 {
 		timerHeap.h = nil // after a crowd of connections left
 	}
@@ -133,9 +132,7 @@ func fireShared() {
 	timerHeap.mu.Lock()
 	now := time.Since(clockEpoch)
 	for len(timerHeap.h) > 0 && timerHeap.h[0].when <= now {
-		t := timerHeap.h[0]
-		heapRemove(0)
-		due = append(due, t)
+		due = append(due, heap.Pop(&timerHeap.h).(*sharedTimer))
 	}
 	timerHeap.armed = 0
 	armLocked()
@@ -145,64 +142,30 @@ func fireShared() {
 	}
 }
 
-// The heap operations; timerHeap.mu held.
+// timerSlice is timerHeap's heap.Interface; each timer knows its index.
+// Its methods run with timerHeap.mu held.
+type timerSlice []*sharedTimer
 
-func heapLess(i, j int) bool { return timerHeap.h[i].when < timerHeap.h[j].when }
+func (h timerSlice) Len() int           { return len(h) }
+func (h timerSlice) Less(i, j int) bool { return h[i].when < h[j].when }
 
-func heapSwap(i, j int) {
-	h := timerHeap.h
+func (h timerSlice) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].idx, h[j].idx = int32(i), int32(j)
 }
 
-func heapUp(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !heapLess(i, p) {
-			return
-		}
-		heapSwap(i, p)
-		i = p
-	}
+func (h *timerSlice) Push(x any) {
+	t := x.(*sharedTimer)
+	t.idx = int32(len(*h))
+	*h = append(*h, t)
 }
 
-func heapDown(i int) bool {
-	n, i0 := len(timerHeap.h), i
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && heapLess(r, l) {
-			m = r
-		}
-		if !heapLess(m, i) {
-			break
-		}
-		heapSwap(i, m)
-		i = m
-	}
-	return i > i0
-}
-
-func heapFix(i int) {
-	if !heapDown(i) {
-		heapUp(i)
-	}
-}
-
-func heapRemove(i int) {
-	h := timerHeap.h
-	last := len(h) - 1
-	t := h[i]
-	if i != last {
-		heapSwap(i, last)
-	}
-	h[last] = nil
-	timerHeap.h = h[:last]
+func (h *timerSlice) Pop() any {
+	old := *h
+	n := len(old) - 1
+	t := old[n]
+	old[n] = nil
+	*h = old[:n]
 	t.idx = -1
-	if i != last {
-		heapFix(i)
-	}
+	return t
 }
