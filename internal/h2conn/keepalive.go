@@ -24,7 +24,7 @@ type ageTimers struct {
 	idle      *time.Timer // server MaxConnectionIdle
 	age       *time.Timer // server MaxConnectionAge
 	grace     *time.Timer // server MaxConnectionAgeGrace
-	idleSince int64       // unix nanoseconds the last stream closed (or the timers started)
+	idleSince time.Time   // when the last stream closed (or the timers started); monotonic
 }
 
 // keepaliveParams returns the role's keepalive ping settings.
@@ -43,7 +43,7 @@ func (c *Conn) startTimersLocked() {
 		c.timers.keepalive = afterFuncShared(every, c)
 	}
 	if c.role == RoleServer && (c.cfg.MaxConnectionIdle > 0 || c.cfg.MaxConnectionAge > 0) {
-		a := &ageTimers{idleSince: time.Now().UnixNano()}
+		a := &ageTimers{idleSince: timeNow()}
 		c.timers.age = a
 		if c.cfg.MaxConnectionIdle > 0 {
 			a.idle = time.AfterFunc(c.cfg.MaxConnectionIdle, c.onIdleTimer)
@@ -131,7 +131,7 @@ func (c *Conn) onIdleTimer() {
 		return
 	}
 	if c.numLocal+c.numPeer == 0 {
-		if left := c.cfg.MaxConnectionIdle - timeNow().Sub(time.Unix(0, c.timers.age.idleSince)); left > 0 {
+		if left := c.cfg.MaxConnectionIdle - timeNow().Sub(c.timers.age.idleSince); left > 0 {
 			c.timers.age.idle.Reset(left)
 			c.mu.Unlock()
 			return

@@ -269,7 +269,7 @@ func (c *Conn) streamClosedLocked(s *Stream) {
 	s.doneFired = true
 	if c.numLocal+c.numPeer == 0 {
 		if a := c.timers.age; a != nil {
-			a.idleSince = timeNow().UnixNano()
+			a.idleSince = timeNow()
 		}
 		c.drainedLocked()
 	}
