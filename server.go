@@ -290,11 +290,20 @@ type serverConn struct {
 // Peer in a context, learned once by asking peer.FromContext through a
 // probe; nil if that did not work, and each call's context is then made
 // with peer.NewContext.
-var peerCtxKey = func() any {
-	var p keyProbe
-	peer.FromContext(&p)
+var peerCtxKey = probeKey(func(ctx context.Context) { peer.FromContext(ctx) })
+
+// probeKey returns the key of the first Value call that lookup makes on
+// the context it is given, or nil (also if lookup panics).
+func probeKey(lookup func(context.Context)) (key any) {
+	p := keyProbe{Context: context.Background()}
+	defer func() {
+		if recover() != nil {
+			key = nil
+		}
+	}()
+	lookup(&p)
 	return p.key
-}()
+}
 
 // keyProbe is a context that records the key of the first Value call.
 type keyProbe struct {
@@ -443,16 +452,8 @@ func (r *rpc) Value(key any) any {
 // either is unknown, handlers get contexts made with
 // metadata.NewIncomingContext and grpc.NewContextWithServerTransportStream.
 var (
-	mdCtxKey = func() any {
-		var p keyProbe
-		metadata.FromIncomingContext(&p)
-		return p.key
-	}()
-	stsCtxKey = func() any {
-		var p keyProbe
-		grpc.ServerTransportStreamFromContext(&p)
-		return p.key
-	}()
+	mdCtxKey       = probeKey(func(ctx context.Context) { metadata.FromIncomingContext(ctx) })
+	stsCtxKey      = probeKey(func(ctx context.Context) { grpc.ServerTransportStreamFromContext(ctx) })
 	ctxKeysLearned = mdCtxKey != nil && stsCtxKey != nil && mdCtxKey != stsCtxKey
 )
 

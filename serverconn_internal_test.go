@@ -17,6 +17,12 @@ func TestServerConnContext(t *testing.T) {
 	if peerCtxKey == nil {
 		t.Fatal("the peer package's context key was not learned: every connection pays for a context.WithValue")
 	}
+	if !ctxKeysLearned {
+		t.Fatal("the metadata and ServerTransportStream keys were not learned: every call pays for two context.WithValue")
+	}
+	if k := probeKey(func(context.Context) { panic("a lookup that fails") }); k != nil {
+		t.Fatalf("probeKey of a panicking lookup = %v, want nil", k)
+	}
 	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4242}
 	sc := &serverConn{peer: peer.Peer{Addr: addr}}
 	ctx := sc.context()
