@@ -22,7 +22,7 @@ import (
 // everything else is guarded by mu.
 type Conn struct {
 	nc net.Conn
-	// resume is runReader bound once, handed to OnReadable each time the
+	// resume is resumeReader bound once, handed to OnReadable each time the
 	// reader leaves an idle connection. Set before the reader starts.
 	resume  func()
 	cfg     *Config // normalized, shared by the conns of one configuration; read-only
@@ -105,6 +105,10 @@ type Conn struct {
 	wantWrite     bool // something new became writable since the writer last looked
 	soloBatch     bool // the unflushed bytes in fw are all held writes of one stream
 	drainStarted  bool // drainedLocked started the final close
+	// idleShift grows the reader's idle wait (minIdleReadWait<<idleShift,
+	// at most idleReadWait) each time OnReadable resumed it. Written under
+	// mu by the reader, which alone may read it without.
+	idleShift uint8
 }
 
 // peerSettings are the peer's SETTINGS as last received.
@@ -429,10 +433,40 @@ func (c *Conn) readError(err error) *Error {
 	return &Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorPeer, Reason: reason, Cause: err}
 }
 
-// idleReadWait is how long the reader waits for a frame before it hands
-// the wait to the socket's OnReadable and lets its goroutine go. Long enough
-// that a busy connection never parks between messages.
-const idleReadWait = 200 * time.Millisecond
+// The reader waits a while for a frame before it hands the wait to the
+// socket's OnReadable and lets its goroutine go: minIdleReadWait on a
+// connection that never came back from idle, doubling each time it did, up
+// to idleReadWait. A connection that makes one call and then idles (the
+// usual health check or config stream) lets its goroutine go after a
+// millisecond, so that a burst of new connections does not keep one
+// goroutine per connection alive (each leaves a goroutine record and a
+// cached stack behind in the runtime for good; at 200 ms a burst of 1000
+// connections peaked at 1000 goroutines, at 1 ms at about 70, handlers included). One that
+// keeps coming back soon stops parking between its calls, which would cost
+// it an epoll registration and a goroutine start each time.
+const (
+	minIdleReadWait = time.Millisecond
+	idleReadWait    = 200 * time.Millisecond
+)
+
+// idleWait is the reader's current idle wait (see minIdleReadWait).
+func (c *Conn) idleWait() time.Duration {
+	if c.idleShift >= 16 { // 1ms<<16 is over a minute: past the cap, and far from overflowing
+		return idleReadWait
+	}
+	return min(minIdleReadWait<<c.idleShift, idleReadWait)
+}
+
+// resumeReader is runReader run by OnReadable: the connection came back
+// from idle, so it waits longer before parking next time.
+func (c *Conn) resumeReader() {
+	c.mu.Lock()
+	if c.idleWait() < idleReadWait {
+		c.idleShift++
+	}
+	c.mu.Unlock()
+	c.runReader()
+}
 
 // readableNotifier is implemented by sockio.Conn on platforms with an idle
 // poller.
@@ -464,9 +498,9 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 	if idle && c.fr.CanIdleWait() {
 		if rn, _ = c.nc.(readableNotifier); rn != nil {
 			if c.resume == nil {
-				c.resume = c.runReader
+				c.resume = c.resumeReader
 			}
-			c.fr.SetIdleWait(idleReadWait)
+			c.fr.SetIdleWait(c.idleWait())
 		}
 	}
 	for {

@@ -450,6 +450,16 @@ func TestIdleAsyncNoGoroutine(t *testing.T) {
 		}
 		waitGoroutines(t, g)
 	}
+	// Each side came back from idle at least three times, so it waits
+	// longer before parking: a connection in use keeps its reader.
+	for _, c := range []*Conn{p.client, p.server} {
+		c.mu.Lock()
+		w := c.idleWait()
+		c.mu.Unlock()
+		if w < 8*minIdleReadWait || w > idleReadWait {
+			t.Errorf("%v idle wait after three resumes: %v, want between %v and %v", c.role, w, 8*minIdleReadWait, idleReadWait)
+		}
+	}
 	select {
 	case <-ended:
 		t.Fatal("onEnd ran before the connection ended")
@@ -878,5 +888,17 @@ func TestBDPLazy(t *testing.T) {
 	off := &Conn{cfg: &Config{InitialStreamWindow: 1000, DisableBDP: true}}
 	if off.bdpLocked(1<<20) != nil || off.bdp != nil {
 		t.Fatal("estimator made with BDP off")
+	}
+}
+
+// The idle wait starts short, doubles per resume and stops at idleReadWait.
+func TestIdleWaitBounds(t *testing.T) {
+	c := &Conn{}
+	if w := c.idleWait(); w != minIdleReadWait {
+		t.Fatalf("fresh connection waits %v, want %v", w, minIdleReadWait)
+	}
+	c.idleShift = 255
+	if w := c.idleWait(); w != idleReadWait {
+		t.Fatalf("idle wait at shift 255: %v, want %v", w, idleReadWait)
 	}
 }
