@@ -53,13 +53,13 @@ func TestWriterSmallBatches(t *testing.T) {
 		if total := want.Len(); total <= smallWriteBufferSize && sink.writes+sink.vecs != 1 {
 			t.Errorf("%v: %d writes and %d writevs for %d bytes, want one write", sizes, sink.writes, sink.vecs, total)
 		}
-		if w.small != nil || w.cur != nil || pool.Outstanding() != 0 {
-			t.Errorf("%v: after Flush: small %v, pooled %v, outstanding %d", sizes, w.small != nil, w.cur != nil, pool.Outstanding())
+		if w.b != nil || pool.Outstanding() != 0 {
+			t.Errorf("%v: after Flush: batch held %v, outstanding %d", sizes, w.b != nil, pool.Outstanding())
 		}
 		w.WritePing(false, [8]byte{1})
 		w.Close()
-		if w.small != nil || w.Buffered() != 0 {
-			t.Errorf("%v: after Close: small %v, buffered %d", sizes, w.small != nil, w.Buffered())
+		if w.b != nil || w.Buffered() != 0 || pool.Outstanding() != 0 {
+			t.Errorf("%v: after Close: batch held %v, buffered %d, outstanding %d", sizes, w.b != nil, w.Buffered(), pool.Outstanding())
 		}
 	}
 }
@@ -192,8 +192,8 @@ func TestReaderKeepsFramesInsideBlock(t *testing.T) {
 	if r.frames != nil {
 		t.Error("idle Reader holds its frames")
 	}
-	if sz := unsafe.Sizeof(Writer{}); sz > 176 {
-		t.Errorf("Writer is %d bytes, want at most 176 (what an idle connection holds)", sz)
+	if sz := unsafe.Sizeof(Writer{}); sz > 48 {
+		t.Errorf("Writer is %d bytes, want at most 48 (what an idle connection holds)", sz)
 	}
 	if sz := unsafe.Sizeof(*r); sz > 176 {
 		t.Errorf("Reader is %d bytes, want at most 176 (what an idle connection holds)", sz)

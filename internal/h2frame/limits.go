@@ -66,10 +66,8 @@ const (
 	// header (GOAWAY without debug data and PRIORITY are smaller).
 	minReadBufferSize = 64
 
-	// tinyWriteBufferSize is the Writer's inline first write buffer, and
-	// smallWriteBufferSize the size of its sync.Pool buffers for small
-	// batches (write.go explains the trade).
-	tinyWriteBufferSize  = 128
+	// smallWriteBufferSize is the size of the first write buffer of a batch,
+	// in the batch itself (write.go explains the trade).
 	smallWriteBufferSize = 1 << 10
 
 	// minWriteBufferSize is the size of the pooled write buffer taken at the

@@ -50,37 +50,48 @@ type WriterConfig struct {
 // Writer encodes frames into a pooled buffer and flushes them together. Only
 // the goroutine holding the connection's write role uses it.
 //
+// Everything a batch of frames needs (the list of queued segments, held
+// references, the first write buffer) is in a batch taken from a
+// package-wide sync.Pool by the first write and put back by the Flush, so
+// that between flushes a Writer is 48 bytes and holds no buffer: an idle
+// connection pays for its configuration only.
+//
 // Small batches avoid the bufpool's reference-counted buffers (a round trip
-// costs about 40 ns, the cost of the whole frame encoding) without pinning
-// memory on idle connections:
-//   - a batch of at most smallWriteBufferSize bytes (a PING ack, a window
-//     update, a small unary response) goes into a 1 KiB buffer from a
-//     package-wide sync.Pool, taken by the first write and put back by the
-//     Flush, so that the Writer holds no write buffer between flushes;
-//   - anything larger goes into pooled write buffers.
+// costs about 40 ns, the cost of the whole frame encoding): a batch of at
+// most smallWriteBufferSize bytes (a PING ack, a window update, a small
+// unary response) is encoded into the batch's own 1 KiB array; anything
+// larger goes into pooled write buffers.
 //
 // Queued bytes are a list of segments (iov): runs of encoded frames in the
 // write buffers, and large DATA payloads referenced in place. The current
 // write buffer's unsegmented tail is wb[seg:].
 type Writer struct {
-	dst     io.Writer
+	dst     io.Writer // a VectorWriter, *net.TCPConn or *net.UnixConn gets vectored writes (asserted by Flush: a field would cost every connection 8 bytes)
 	pool    *bufpool.Pool
 	enc     *hpack.Encoder
+	b       *batch // the batch being queued; nil between flushes
 	peerMax uint32
-	vec     bool // dst is a VectorWriter (asserted again by the Flushes that use it: a field would cost every connection 16 bytes)
-	netBufs bool // dst is a *net.TCPConn or *net.UnixConn: writev via net.Buffers
-
-	cur   *bufpool.Buffer   // current pooled write buffer, or nil; owned by the Writer until Flush
-	wb    []byte            // borrowed from cur or small: the current write buffer; len = bytes queued in it
-	small *smallBuf         // write buffer of a small batch, or nil; owned by the Writer until Flush
-	seg   int               // wb[seg:] is not yet in iov
-	iov   [][]byte          // queued segments, borrowed from the buffers in held
-	held  []*bufpool.Buffer // one reference each, dropped by the next Flush
-
-	copyMin int // copyThreshold; a field so that benchmarks can move it
-	queued  int
-	nb      net.Buffers // scratch header for net.Buffers.WriteTo
+	copyMin uint32 // copyThreshold; a field so that benchmarks can move it
 }
+
+// batch is the state of one batch of frames, from the first write to the
+// Flush.
+type batch struct {
+	cur    *bufpool.Buffer   // current pooled write buffer, or nil; owned by the batch until Flush
+	wb     []byte            // borrowed from cur or small: the current write buffer; len = bytes queued in it
+	seg    int               // wb[seg:] is not yet in iov
+	queued int               // bytes queued
+	iov    [][]byte          // queued segments, borrowed from small and the buffers in held
+	held   []*bufpool.Buffer // one reference each, dropped by Flush
+	nb     net.Buffers       // scratch header for net.Buffers.WriteTo
+	small  [smallWriteBufferSize]byte
+}
+
+// batches holds the batches of every Writer between flushes.
+var batches = sync.Pool{New: func() any { return new(batch) }}
+
+// maxRetainedSegments bounds the segment lists a pooled batch keeps.
+const maxRetainedSegments = 256
 
 // NewWriter returns a Writer over dst; it uses vectored writes when dst is a
 // VectorWriter or a *net.TCPConn.
@@ -91,12 +102,6 @@ func NewWriter(dst io.Writer, cfg WriterConfig) *Writer {
 	}
 	if w.peerMax == 0 {
 		w.peerMax = MinMaxFrameSize
-	}
-	switch dst.(type) {
-	case VectorWriter:
-		w.vec = true
-	case *net.TCPConn, *net.UnixConn:
-		w.netBufs = true
 	}
 	w.enc = hpack.NewEncoder()
 	return w
@@ -120,67 +125,72 @@ func (w *Writer) SetPeerMaxFrameSize(n uint32) {
 func (w *Writer) PeerMaxFrameSize() uint32 { return w.peerMax }
 
 // Buffered reports how many bytes are queued and not yet flushed.
-func (w *Writer) Buffered() int { return w.queued }
-
-// smallBuf is the first write buffer of a flush.
-type smallBuf [smallWriteBufferSize]byte
-
-// smallBufs holds the small write buffers of every Writer between flushes.
-var smallBufs = sync.Pool{New: func() any { return new(smallBuf) }}
-
-// room makes sure the current write buffer has n free bytes. The first
-// write after a Flush takes a small buffer when it fits there; after that,
-// or when full, a buffer is taken from the pool.
-func (w *Writer) room(n int) {
-	if cap(w.wb)-len(w.wb) >= n {
-		return
+func (w *Writer) Buffered() int {
+	if w.b == nil {
+		return 0
 	}
-	if w.wb == nil && n <= smallWriteBufferSize {
-		w.small = smallBufs.Get().(*smallBuf)
-		w.wb, w.seg = w.small[:0], 0
-		return
+	return w.b.queued
+}
+
+// room makes sure the current write buffer has n free bytes and returns the
+// batch. The first write of a batch takes the batch; its small array is
+// the first write buffer when n fits there, and once full, or for a larger
+// first write, a buffer is taken from the pool.
+func (w *Writer) room(n int) *batch {
+	b := w.b
+	if b == nil {
+		b = batches.Get().(*batch)
+		w.b = b
 	}
-	w.cut()
-	if w.cur != nil {
-		w.held = append(w.held, w.cur) // freed by Flush
+	if cap(b.wb)-len(b.wb) >= n {
+		return b
 	}
-	b := w.pool.Get(max(n, minWriteBufferSize))
-	b.SetLen(b.Cap())
-	w.cur, w.wb, w.seg = b, b.Bytes()[:0], 0
+	if b.wb == nil && n <= smallWriteBufferSize {
+		b.wb, b.seg = b.small[:0], 0
+		return b
+	}
+	b.cut()
+	if b.cur != nil {
+		b.held = append(b.held, b.cur) // freed by Flush
+	}
+	pb := w.pool.Get(max(n, minWriteBufferSize))
+	pb.SetLen(pb.Cap())
+	b.cur, b.wb, b.seg = pb, pb.Bytes()[:0], 0
+	return b
 }
 
 // cut ends the current segment of the write buffer.
-func (w *Writer) cut() {
-	if len(w.wb) > w.seg {
-		w.iov = append(w.iov, w.wb[w.seg:len(w.wb):len(w.wb)])
-		w.seg = len(w.wb)
+func (b *batch) cut() {
+	if len(b.wb) > b.seg {
+		b.iov = append(b.iov, b.wb[b.seg:len(b.wb):len(b.wb)])
+		b.seg = len(b.wb)
 	}
 }
 
 // header appends a frame header; the caller made room for it.
-func (w *Writer) header(length int, t Type, f Flags, streamID uint32) {
-	i := len(w.wb)
-	b := w.wb[:i+HeaderLen]
-	h := b[i : i+HeaderLen : i+HeaderLen]
+func (b *batch) header(length int, t Type, f Flags, streamID uint32) {
+	i := len(b.wb)
+	buf := b.wb[:i+HeaderLen]
+	h := buf[i : i+HeaderLen : i+HeaderLen]
 	h[0], h[1], h[2] = byte(length>>16), byte(length>>8), byte(length)
 	h[3], h[4] = byte(t), byte(f)
 	binary.BigEndian.PutUint32(h[5:], streamID&(1<<31-1))
-	w.wb = b
-	w.queued += HeaderLen + length
+	b.wb = buf
+	b.queued += HeaderLen + length
 }
 
 // frame queues a frame whose payload is copied.
 func (w *Writer) frame(t Type, f Flags, streamID uint32, payload []byte) {
-	w.room(HeaderLen + len(payload))
-	w.header(len(payload), t, f, streamID)
-	w.wb = append(w.wb, payload...)
+	b := w.room(HeaderLen + len(payload))
+	b.header(len(payload), t, f, streamID)
+	b.wb = append(b.wb, payload...)
 }
 
 // WritePreface queues the client connection preface.
 func (w *Writer) WritePreface() {
-	w.room(len(clientPreface))
-	w.wb = append(w.wb, clientPreface...)
-	w.queued += len(clientPreface)
+	b := w.room(len(clientPreface))
+	b.wb = append(b.wb, clientPreface...)
+	b.queued += len(clientPreface)
 }
 
 // WriteData queues a DATA frame carrying a copy of data; len(data) must not
@@ -197,9 +207,9 @@ func (w *Writer) WriteData(streamID uint32, endStream bool, data []byte) {
 // It takes a reference on b until the flush that writes it (it borrows until
 // return; the caller keeps its own reference). Payloads above the copy
 // threshold go to the socket as their own iovec without a copy.
-func (w *Writer) WriteDataBuffer(streamID uint32, endStream bool, b *bufpool.Buffer, off, n int) {
-	p := b.Bytes()[off : off+n]
-	if n < w.copyMin {
+func (w *Writer) WriteDataBuffer(streamID uint32, endStream bool, buf *bufpool.Buffer, off, n int) {
+	p := buf.Bytes()[off : off+n]
+	if n < int(w.copyMin) {
 		w.WriteData(streamID, endStream, p)
 		return
 	}
@@ -207,12 +217,12 @@ func (w *Writer) WriteDataBuffer(streamID uint32, endStream bool, b *bufpool.Buf
 	if endStream {
 		f = FlagEndStream
 	}
-	w.room(HeaderLen)
-	w.header(n, TypeData, f, streamID)
-	w.cut()
-	b.Ref() // dropped by Flush
-	w.held = append(w.held, b)
-	w.iov = append(w.iov, p)
+	b := w.room(HeaderLen)
+	b.header(n, TypeData, f, streamID)
+	b.cut()
+	buf.Ref() // dropped by Flush
+	b.held = append(b.held, buf)
+	b.iov = append(b.iov, p)
 }
 
 // WriteHeaders queues a HEADERS frame and as many CONTINUATION frames as the
@@ -266,18 +276,17 @@ func (w *Writer) WriteHeaderBlock(streamID uint32, endStream bool, block []byte)
 // WriteSettings queues a SETTINGS frame.
 func (w *Writer) WriteSettings(settings ...Setting) {
 	n := 6 * len(settings)
-	w.room(HeaderLen + n)
-	w.header(n, TypeSettings, 0, 0)
+	b := w.room(HeaderLen + n)
+	b.header(n, TypeSettings, 0, 0)
 	for _, s := range settings {
-		w.wb = binary.BigEndian.AppendUint16(w.wb, uint16(s.ID))
-		w.wb = binary.BigEndian.AppendUint32(w.wb, s.Val)
+		b.wb = binary.BigEndian.AppendUint16(b.wb, uint16(s.ID))
+		b.wb = binary.BigEndian.AppendUint32(b.wb, s.Val)
 	}
 }
 
 // WriteSettingsAck queues a SETTINGS frame with the ACK flag.
 func (w *Writer) WriteSettingsAck() {
-	w.room(HeaderLen)
-	w.header(0, TypeSettings, FlagAck, 0)
+	w.room(HeaderLen).header(0, TypeSettings, FlagAck, 0)
 }
 
 // WritePing queues a PING frame.
@@ -291,37 +300,37 @@ func (w *Writer) WritePing(ack bool, data [8]byte) {
 
 // WriteWindowUpdate queues a WINDOW_UPDATE frame (streamID 0: connection).
 func (w *Writer) WriteWindowUpdate(streamID, increment uint32) {
-	w.room(HeaderLen + 4)
-	w.header(4, TypeWindowUpdate, 0, streamID)
-	w.wb = binary.BigEndian.AppendUint32(w.wb, increment&(1<<31-1))
+	b := w.room(HeaderLen + 4)
+	b.header(4, TypeWindowUpdate, 0, streamID)
+	b.wb = binary.BigEndian.AppendUint32(b.wb, increment&(1<<31-1))
 }
 
 // WriteRSTStream queues a RST_STREAM frame.
 func (w *Writer) WriteRSTStream(streamID uint32, code ErrCode) {
-	w.room(HeaderLen + 4)
-	w.header(4, TypeRSTStream, 0, streamID)
-	w.wb = binary.BigEndian.AppendUint32(w.wb, uint32(code))
+	b := w.room(HeaderLen + 4)
+	b.header(4, TypeRSTStream, 0, streamID)
+	b.wb = binary.BigEndian.AppendUint32(b.wb, uint32(code))
 }
 
 // WriteGoAway queues a GOAWAY frame; debug is copied.
 func (w *Writer) WriteGoAway(lastStreamID uint32, code ErrCode, debug []byte) {
-	w.room(HeaderLen + 8 + len(debug))
-	w.header(8+len(debug), TypeGoAway, 0, 0)
-	w.wb = binary.BigEndian.AppendUint32(w.wb, lastStreamID&(1<<31-1))
-	w.wb = binary.BigEndian.AppendUint32(w.wb, uint32(code))
-	w.wb = append(w.wb, debug...)
+	b := w.room(HeaderLen + 8 + len(debug))
+	b.header(8+len(debug), TypeGoAway, 0, 0)
+	b.wb = binary.BigEndian.AppendUint32(b.wb, lastStreamID&(1<<31-1))
+	b.wb = binary.BigEndian.AppendUint32(b.wb, uint32(code))
+	b.wb = append(b.wb, debug...)
 }
 
 // WritePriority queues a PRIORITY frame.
 func (w *Writer) WritePriority(streamID uint32, p Priority) {
-	w.room(HeaderLen + 5)
-	w.header(5, TypePriority, 0, streamID)
+	b := w.room(HeaderLen + 5)
+	b.header(5, TypePriority, 0, streamID)
 	dep := p.StreamDep & (1<<31 - 1)
 	if p.Exclusive {
 		dep |= 1 << 31
 	}
-	w.wb = binary.BigEndian.AppendUint32(w.wb, dep)
-	w.wb = append(w.wb, p.Weight)
+	b.wb = binary.BigEndian.AppendUint32(b.wb, dep)
+	b.wb = append(b.wb, p.Weight)
 }
 
 // WriteRaw queues a frame of any type with a copied payload (tests, h2spec).
@@ -331,71 +340,74 @@ func (w *Writer) WriteRaw(h FrameHeader, payload []byte) {
 }
 
 // Flush writes everything queued in as few system calls as it can, then
-// returns the write buffer to the pool and drops payload references.
+// returns the write buffers to the pool, drops payload references and puts
+// the batch back.
 func (w *Writer) Flush() error {
-	if w.cur == nil && len(w.iov) == 0 {
-		// Everything is in the small buffer (or nothing is queued).
-		var err error
-		if len(w.wb) > 0 {
-			_, err = w.dst.Write(w.wb)
+	b := w.b
+	if b == nil {
+		return nil
+	}
+	var err error
+	if b.cur == nil && len(b.iov) == 0 {
+		// Everything is in the small array (or nothing is queued).
+		if len(b.wb) > 0 {
+			_, err = w.dst.Write(b.wb)
 		}
-		w.wb, w.seg, w.queued = nil, 0, 0
-		w.putSmall()
+		w.putBatch()
 		return err
 	}
-	w.cut()
-	if w.cur != nil {
-		w.held = append(w.held, w.cur) // freed below
+	b.cut()
+	if b.cur != nil {
+		b.held = append(b.held, b.cur) // freed by putBatch
+		b.cur = nil
 	}
-	w.cur, w.wb, w.seg = nil, nil, 0
-	var err error
-	switch {
-	case len(w.iov) == 1:
-		_, err = w.dst.Write(w.iov[0])
-	case w.vec:
-		_, err = w.dst.(VectorWriter).WriteVec(w.iov)
-	case w.netBufs:
-		w.nb = w.iov
-		_, err = w.nb.WriteTo(w.dst)
-		w.nb = nil
-	default:
-		for _, s := range w.iov {
-			if _, err = w.dst.Write(s); err != nil {
-				break
+	if len(b.iov) == 1 {
+		_, err = w.dst.Write(b.iov[0])
+	} else {
+		switch dst := w.dst.(type) {
+		case VectorWriter:
+			_, err = dst.WriteVec(b.iov)
+		case *net.TCPConn, *net.UnixConn:
+			b.nb = b.iov
+			_, err = b.nb.WriteTo(dst)
+			b.nb = nil
+		default:
+			for _, s := range b.iov {
+				if _, err = dst.Write(s); err != nil {
+					break
+				}
 			}
 		}
 	}
-	w.release()
-	w.putSmall()
+	w.putBatch()
 	return err
 }
 
-// putSmall returns the small write buffer, once nothing refers to it.
-func (w *Writer) putSmall() {
-	if w.small != nil {
-		smallBufs.Put(w.small)
-		w.small = nil
+// putBatch drops every queued segment and held reference and puts the
+// batch back.
+func (w *Writer) putBatch() {
+	b := w.b
+	w.b = nil
+	if b.cur != nil {
+		b.cur.Free()
+		b.cur = nil
 	}
-}
-
-// release drops every queued segment and held reference.
-func (w *Writer) release() {
-	for _, b := range w.held {
-		b.Free() // the write buffers, and the references WriteDataBuffer took
+	for _, h := range b.held {
+		h.Free() // the write buffers, and the references WriteDataBuffer took
 	}
-	clear(w.held)
-	w.held = w.held[:0]
-	clear(w.iov)
-	w.iov = w.iov[:0]
-	w.queued = 0
+	clear(b.held)
+	clear(b.iov)
+	b.held, b.iov = b.held[:0], b.iov[:0]
+	if cap(b.iov) > maxRetainedSegments || cap(b.held) > maxRetainedSegments {
+		b.held, b.iov = nil, nil // one huge batch should not pin memory for good
+	}
+	b.wb, b.seg, b.queued = nil, 0, 0
+	batches.Put(b)
 }
 
 // Close drops queued frames and releases every buffer.
 func (w *Writer) Close() {
-	if w.cur != nil {
-		w.held = append(w.held, w.cur)
+	if w.b != nil {
+		w.putBatch()
 	}
-	w.cur, w.wb, w.seg = nil, nil, 0
-	w.release()
-	w.putSmall()
 }
