@@ -195,8 +195,8 @@ func TestReaderKeepsFramesInsideBlock(t *testing.T) {
 	if sz := unsafe.Sizeof(Writer{}); sz > 48 {
 		t.Errorf("Writer is %d bytes, want at most 48 (what an idle connection holds)", sz)
 	}
-	if sz := unsafe.Sizeof(*r); sz > 176 {
-		t.Errorf("Reader is %d bytes, want at most 176 (what an idle connection holds)", sz)
+	if sz := unsafe.Sizeof(*r); sz > 112 {
+		t.Errorf("Reader is %d bytes, want at most 112 (what an idle connection holds)", sz)
 	}
 }
 

@@ -83,6 +83,27 @@ type Reader struct {
 	pool       *bufpool.Pool
 	rbSize     int
 
+	maxFrame uint32
+	maxList  uint32
+	dec      *hpack.Decoder
+
+	err error // sticky connection-level error
+
+	sink DataSink // asked where DATA payloads go; nil: none (SetDataSink)
+
+	// frames holds the read buffer and one frame value of each type,
+	// reused by every ReadFrame, with the scratch slices inside them
+	// (hf.Fields, sf.Settings, gf.Debug). It is taken from framesPool when
+	// bytes arrive and put back when the Reader waits for the socket with
+	// nothing buffered and no header block open, so that an idle Reader
+	// holds none of it; nil meanwhile. Owned by the Reader while it holds
+	// it.
+	*frames
+}
+
+// frames is the part of a Reader that only reading needs: the read
+// buffer, the frame values and the state of an open header block.
+type frames struct {
 	rbuf *bufpool.Buffer // the read buffer; owned by the Reader
 	rb   []byte          // borrowed from rbuf, valid while rbuf != nil
 	r, w int             // unparsed bytes are rb[r:w]
@@ -91,32 +112,10 @@ type Reader struct {
 	// buffer; owned by the Reader, freed as soon as the frame is parsed.
 	tmp *bufpool.Buffer
 
-	maxFrame uint32
-	maxList  uint32
-	dec      *hpack.Decoder
-
 	// block accumulates the fragments of a header block split across
-	// CONTINUATION frames (the rest of the block's state is in frames);
-	// owned by the Reader.
+	// CONTINUATION frames; owned by the Reader.
 	block *bufpool.Buffer
 
-	err error // sticky connection-level error
-
-	sink DataSink // asked where DATA payloads go; nil: none (SetDataSink)
-
-	// frames holds one frame value of each type, reused by every
-	// ReadFrame, with the scratch slices inside them (hf.Fields,
-	// sf.Settings, gf.Debug). It is taken from framesPool when a frame
-	// header arrives and put back when the Reader waits for the socket with
-	// nothing buffered and no header block open, so that an idle Reader
-	// holds none of it; nil meanwhile. Owned by the Reader while it holds
-	// it.
-	*frames
-}
-
-// frames is the part of a Reader that only a frame being read needs: the
-// frame values and the state of an open header block.
-type frames struct {
 	df  DataFrame
 	hf  HeadersFrame
 	pf  PriorityFrame
@@ -162,7 +161,7 @@ func (r *Reader) scratch() {
 func (r *Reader) shed() {
 	r.dec.ReleaseScratch()
 	fr := r.frames
-	if fr == nil || r.contStream != 0 {
+	if fr == nil || r.contStream != 0 || fr.rbuf != nil || fr.tmp != nil || fr.block != nil {
 		return
 	}
 	clear(fr.hf.Fields) // do not pin the last block's strings
@@ -236,22 +235,29 @@ func (r *Reader) SetMaxHeaderListSize(n uint32) {
 func (r *Reader) Decoder() *hpack.Decoder { return r.dec }
 
 // Buffered reports how many unparsed bytes the Reader holds.
-func (r *Reader) Buffered() int { return r.w - r.r }
+func (r *Reader) Buffered() int {
+	if r.frames == nil {
+		return 0
+	}
+	return r.w - r.r
+}
 
 // HoldsReadBuffer reports whether the Reader currently holds a pooled read
 // buffer (for idle-memory tests and metrics).
-func (r *Reader) HoldsReadBuffer() bool { return r.rbuf != nil }
+func (r *Reader) HoldsReadBuffer() bool { return r.frames != nil && r.rbuf != nil }
 
 // Close releases the read buffer; the Reader is unusable afterwards.
 func (r *Reader) Close() {
-	r.dropReadBuffer()
-	if r.tmp != nil {
-		r.tmp.Free()
-		r.tmp = nil
-	}
-	if r.block != nil {
-		r.block.Free()
-		r.block = nil
+	if r.frames != nil {
+		r.dropReadBuffer()
+		if r.tmp != nil {
+			r.tmp.Free()
+			r.tmp = nil
+		}
+		if r.block != nil {
+			r.block.Free()
+			r.block = nil
+		}
 	}
 	if r.err == nil {
 		r.err = errReaderClosed
@@ -291,11 +297,14 @@ func (r *Reader) ReadPreface() error {
 // will be parsed. Stream errors are not sticky.
 func (r *Reader) fail(err error) error {
 	r.err = err
-	r.dropReadBuffer()
-	if r.block != nil {
-		r.block.Free()
-		r.block, r.contStream = nil, 0
+	if r.frames != nil {
+		r.dropReadBuffer()
+		if r.block != nil {
+			r.block.Free()
+			r.block = nil
+		}
 	}
+	r.contStream = 0
 	return err
 }
 
@@ -322,7 +331,7 @@ func (r *Reader) ReadFrame() (Frame, error) {
 	}
 	for {
 		f, err := r.readOne()
-		if r.tmp != nil {
+		if r.frames != nil && r.tmp != nil {
 			// Parsers copy what they keep out of the payload, so a frame
 			// too large for the read buffer is not held while idle.
 			r.tmp.Free()
@@ -333,7 +342,7 @@ func (r *Reader) ReadFrame() (Frame, error) {
 		}
 		if err != nil {
 			if _, ok := err.(StreamError); !ok {
-				if err == io.EOF && (r.w > r.r || r.contStream != 0) {
+				if err == io.EOF && (r.Buffered() > 0 || r.contStream != 0) {
 					err = io.ErrUnexpectedEOF
 				}
 				r.fail(err)
@@ -430,6 +439,7 @@ func (r *Reader) readOne() (Frame, error) {
 // getReadBuffer makes sure rbuf exists. In pooled mode a new buffer is only
 // taken by fill, through ReadReady, when bytes are there.
 func (r *Reader) getReadBuffer() {
+	r.scratch()
 	if r.rbuf == nil {
 		r.rbuf = r.pool.Get(r.rbSize)
 		r.rbuf.SetLen(r.rbuf.Cap())
@@ -440,6 +450,9 @@ func (r *Reader) getReadBuffer() {
 
 // dropReadBuffer frees the read buffer whatever it holds.
 func (r *Reader) dropReadBuffer() {
+	if r.frames == nil {
+		return
+	}
 	if r.rbuf != nil {
 		r.rbuf.Free()
 		r.rbuf, r.rb = nil, nil
@@ -450,7 +463,7 @@ func (r *Reader) dropReadBuffer() {
 // release gives the read buffer back to the pool in pooled mode once every
 // byte in it is parsed, so that an idle connection holds no read memory.
 func (r *Reader) release() {
-	if r.r == r.w {
+	if r.frames != nil && r.r == r.w {
 		r.r, r.w = 0, 0
 		if r.pooled && r.rbuf != nil {
 			r.dropReadBuffer()
@@ -461,10 +474,10 @@ func (r *Reader) release() {
 // fill makes sure rb[r:r+n] holds n unparsed bytes, n ≤ rbSize. It returns
 // io.EOF only when the source ended with no unparsed byte pending.
 func (r *Reader) fill(n int) error {
-	if r.w-r.r >= n {
+	if r.frames != nil && r.w-r.r >= n {
 		return nil
 	}
-	if r.rbuf == nil && r.pooled {
+	if r.pooled && (r.frames == nil || r.rbuf == nil) {
 		// About to wait for the socket with nothing buffered: the
 		// connection may stay idle for long, so let go of scratch space.
 		r.shed()
@@ -489,6 +502,7 @@ func (r *Reader) fill(n int) error {
 		}
 		got := b.Len()
 		b.SetLen(b.Cap())
+		r.scratch()
 		r.rbuf, r.rb, r.r, r.w = b, b.Bytes(), 0, got
 		if got >= n {
 			return nil
