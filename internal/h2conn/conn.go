@@ -105,10 +105,9 @@ type Conn struct {
 	wantWrite     bool // something new became writable since the writer last looked
 	soloBatch     bool // the unflushed bytes in fw are all held writes of one stream
 	drainStarted  bool // drainedLocked started the final close
-	// idleShift grows the reader's idle wait (minIdleReadWait<<idleShift,
-	// at most idleReadWait) each time OnReadable resumed it. Written under
-	// mu by the reader, which alone may read it without.
-	idleShift uint8
+	// idleCredit sets the reader's idle wait (see minIdleReadWait). Written
+	// under mu by the reader, which alone may read it without.
+	idleCredit uint8
 }
 
 // peerSettings are the peer's SETTINGS as last received.
@@ -434,36 +433,45 @@ func (c *Conn) readError(err error) *Error {
 }
 
 // The reader waits a while for a frame before it hands the wait to the
-// socket's OnReadable and lets its goroutine go: minIdleReadWait on a
-// connection that never came back from idle, doubling each time it did, up
-// to idleReadWait. A connection that makes one call and then idles (the
-// usual health check or config stream) lets its goroutine go after a
-// millisecond, so that a burst of new connections does not keep one
-// goroutine per connection alive (each leaves a goroutine record and a
-// cached stack behind in the runtime for good; at 200 ms a burst of 1000
-// connections peaked at 1000 goroutines, at 1 ms at about 70, handlers included). One that
-// keeps coming back soon stops parking between its calls, which would cost
-// it an epoll registration and a goroutine start each time.
+// socket's OnReadable and lets its goroutine go: minIdleReadWait on a new
+// connection, doubling with every creditsPerDoubling reads that found bytes
+// and with every return from idle, up to idleReadWait. A connection that
+// makes one call and then idles (the usual health check or config stream)
+// lets its goroutine go after a millisecond, so that a burst of new
+// connections does not keep one goroutine per connection alive (each leaves
+// a goroutine record and a cached stack behind in the runtime for good; at
+// 200 ms a burst of 1000 connections peaked at 1000 goroutines, at 1 ms at
+// about 70, handlers included). A busy one soon waits the full
+// idleReadWait: it does not park between calls (an epoll registration and
+// a goroutine start each time), and the wait's read deadline, re-armed
+// once per half wait, stays rare (re-armed every half millisecond it cost
+// the 1 MB workload a tenth of its throughput, in runtime timer updates
+// that wake the netpoller).
 const (
-	minIdleReadWait = time.Millisecond
-	idleReadWait    = 200 * time.Millisecond
+	minIdleReadWait    = time.Millisecond
+	idleReadWait       = 200 * time.Millisecond
+	creditsPerDoubling = 4
+	maxIdleCredit      = 8 * creditsPerDoubling // 1ms<<8 is past idleReadWait
 )
 
 // idleWait is the reader's current idle wait (see minIdleReadWait).
 func (c *Conn) idleWait() time.Duration {
-	if c.idleShift >= 16 { // 1ms<<16 is over a minute: past the cap, and far from overflowing
-		return idleReadWait
+	return min(minIdleReadWait<<(min(c.idleCredit, maxIdleCredit)/creditsPerDoubling), idleReadWait)
+}
+
+// creditIdleLocked adds n to the idle credit and applies the wait.
+func (c *Conn) creditIdleLocked(n uint8) {
+	if c.idleCredit < maxIdleCredit {
+		c.idleCredit = min(c.idleCredit+n, maxIdleCredit)
+		c.fr.SetIdleWait(c.idleWait())
 	}
-	return min(minIdleReadWait<<c.idleShift, idleReadWait)
 }
 
 // resumeReader is runReader run by OnReadable: the connection came back
 // from idle, so it waits longer before parking next time.
 func (c *Conn) resumeReader() {
 	c.mu.Lock()
-	if c.idleWait() < idleReadWait {
-		c.idleShift++
-	}
+	c.creditIdleLocked(creditsPerDoubling)
 	c.mu.Unlock()
 	c.runReader()
 }
@@ -536,6 +544,9 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 		}
 		if c.fr.Buffered() < h2frame.HeaderLen {
 			c.mu.Lock()
+			if rn != nil {
+				c.creditIdleLocked(1) // a read that found bytes
+			}
 			c.kickLocked()
 			lone := c.numLocal+c.numPeer <= 1
 			c.mu.Unlock()

@@ -891,14 +891,23 @@ func TestBDPLazy(t *testing.T) {
 	}
 }
 
-// The idle wait starts short, doubles per resume and stops at idleReadWait.
+// The idle wait starts short, doubles per creditsPerDoubling reads and
+// stops at idleReadWait.
 func TestIdleWaitBounds(t *testing.T) {
 	c := &Conn{}
 	if w := c.idleWait(); w != minIdleReadWait {
 		t.Fatalf("fresh connection waits %v, want %v", w, minIdleReadWait)
 	}
-	c.idleShift = 255
+	c.idleCredit = creditsPerDoubling - 1
+	if w := c.idleWait(); w != minIdleReadWait {
+		t.Fatalf("after %d reads: %v, want %v", c.idleCredit, w, minIdleReadWait)
+	}
+	c.idleCredit = 3 * creditsPerDoubling
+	if w := c.idleWait(); w != 8*minIdleReadWait {
+		t.Fatalf("after %d reads: %v, want %v", c.idleCredit, w, 8*minIdleReadWait)
+	}
+	c.idleCredit = 255
 	if w := c.idleWait(); w != idleReadWait {
-		t.Fatalf("idle wait at shift 255: %v, want %v", w, idleReadWait)
+		t.Fatalf("idle wait at credit 255: %v, want %v", w, idleReadWait)
 	}
 }
