@@ -156,13 +156,15 @@ func (c *Conn) parkedSenderLocked() *Stream {
 // everyone indefinitely.
 func (c *Conn) writeLoop(self *Stream) {
 	corks := 0
+	var wb wakeBatch
+	defer wb.wake() // what the exits below leave, under mu: rare
 	for {
 		if !c.closing {
 			c.wantWrite = false
 			c.soloBatch = self != nil && len(c.ctrl) == 0 && (c.soloBatch || c.fw.Buffered() == 0)
 			c.applyPeerSettingsLocked()
 			c.encodeCtrlLocked()
-			c.encodeStreamsLocked(self)
+			c.encodeStreamsLocked(self, &wb)
 		}
 		if c.fw.Buffered() == 0 {
 			break
@@ -182,6 +184,7 @@ func (c *Conn) writeLoop(self *Stream) {
 			// The batch ends when a yield brings nothing new.
 			corks++
 			c.mu.Unlock()
+			wb.wake()
 			runtime.Gosched()
 			c.mu.Lock()
 			if c.wantWrite && !c.closing {
@@ -191,6 +194,7 @@ func (c *Conn) writeLoop(self *Stream) {
 		}
 		c.soloBatch = false
 		c.mu.Unlock()
+		wb.wake()
 		err := c.fw.Flush()
 		c.mu.Lock()
 		corks = 0
@@ -265,13 +269,13 @@ func (c *Conn) encodeCtrlLocked() {
 // encodeStreamsLocked runs round-robin over the ready list, one frame per
 // stream per round, until the batch budget is spent or no stream can make
 // progress.
-func (c *Conn) encodeStreamsLocked(self *Stream) {
+func (c *Conn) encodeStreamsLocked(self *Stream, wb *wakeBatch) {
 	budget := c.cfg.WriteBatchBytes
 	for budget > 0 && c.ready.n > 0 {
 		progress := false
 		for n := c.ready.n; n > 0 && budget > 0; n-- {
 			s := c.ready.pop()
-			p, keep := c.encodeOneLocked(s, &budget)
+			p, keep := c.encodeOneLocked(s, &budget, wb)
 			if p && s != self {
 				c.soloBatch = false
 			}
@@ -288,7 +292,7 @@ func (c *Conn) encodeStreamsLocked(self *Stream) {
 
 // encodeOneLocked encodes at most one frame from s's send slot. It reports
 // whether it wrote something and whether s stays in the ready list.
-func (c *Conn) encodeOneLocked(s *Stream, budget *int) (progress, keep bool) {
+func (c *Conn) encodeOneLocked(s *Stream, budget *int, wb *wakeBatch) (progress, keep bool) {
 	if s.err != nil || s.sendKind == sendNone {
 		return false, false
 	}
@@ -296,14 +300,14 @@ func (c *Conn) encodeOneLocked(s *Stream, budget *int) (progress, keep bool) {
 	case sendHeaders:
 		st, err := s.state.sendHeaders(s.sendEnd)
 		if err != nil {
-			c.finishSendLocked(s, ErrSendClosed)
+			c.finishSendLocked(s, ErrSendClosed, wb)
 			return false, false
 		}
 		c.fw.WriteHeaders(s.id, s.sendEnd, s.sendFields)
 		*budget -= 128
 		s.headersSent = true
 		c.resetStrikes = true
-		c.finishSendLocked(s, nil)
+		c.finishSendLocked(s, nil, wb)
 		c.setStateLocked(s, st)
 		return true, false
 	case sendData:
@@ -315,7 +319,7 @@ func (c *Conn) encodeOneLocked(s *Stream, budget *int) (progress, keep bool) {
 			st, err := s.state.sendData(s.sendEnd)
 			if err != nil {
 				s.dropSendLocked()
-				c.finishSendLocked(s, ErrSendClosed)
+				c.finishSendLocked(s, ErrSendClosed, wb)
 				return false, false
 			}
 			c.fw.WriteData(s.id, s.sendEnd, nil)
@@ -324,7 +328,7 @@ func (c *Conn) encodeOneLocked(s *Stream, budget *int) (progress, keep bool) {
 				s.sendBuf.Free() // the send slot's reference; nothing to send
 				s.sendBuf = nil
 			}
-			c.finishSendLocked(s, nil)
+			c.finishSendLocked(s, nil, wb)
 			c.setStateLocked(s, st)
 			return true, false
 		}
@@ -349,17 +353,55 @@ func (c *Conn) encodeOneLocked(s *Stream, budget *int) (progress, keep bool) {
 		s.sendBuf.Free() // the send slot's reference; fw holds its own until the flush
 		s.sendBuf = nil
 		st, _ := s.state.sendData(end)
-		c.finishSendLocked(s, nil)
+		c.finishSendLocked(s, nil, wb)
 		c.setStateLocked(s, st)
 		return true, false
 	}
 	return false, false
 }
 
-// finishSendLocked empties the send slot and wakes its sender.
-func (c *Conn) finishSendLocked(s *Stream, err error) {
+// finishSendLocked empties the send slot and has wb wake its sender.
+func (c *Conn) finishSendLocked(s *Stream, err error, wb *wakeBatch) {
 	s.sendKind = sendNone
 	s.sendFields = nil
 	s.sendResult = err
-	s.signalSend()
+	wb.add(s)
+}
+
+// wakeBatch holds the send channels of the parked senders whose items a
+// writeLoop round encoded, to be signaled once the round lets go of mu:
+// waking a parked goroutine (a channel send that readies it, often with a
+// futex wake of an idle thread) inside mu lengthened every hold of the
+// engine's busiest lock. A stale signal is harmless: waitSendLocked
+// re-checks its slot after every wake-up, and a channel outlives any reuse
+// of its Stream.
+type wakeBatch struct {
+	ch [32]chan struct{}
+	n  int
+}
+
+// add notes that s's sender is to be woken, or wakes it now when the batch
+// is full.
+func (w *wakeBatch) add(s *Stream) {
+	if !s.sendWaiting {
+		return
+	}
+	if w.n == len(w.ch) {
+		s.signalSend()
+		return
+	}
+	w.ch[w.n] = s.sendCh
+	w.n++
+}
+
+// wake signals every noted sender.
+func (w *wakeBatch) wake() {
+	for i := range w.n {
+		select {
+		case w.ch[i] <- struct{}{}:
+		default:
+		}
+		w.ch[i] = nil
+	}
+	w.n = 0
 }
