@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -533,4 +534,53 @@ func TestGoAwayIdle(t *testing.T) {
 	}
 	p.close(t)
 	checkLeaks(t, p.pool, g)
+}
+
+// Once the receiver has seen the end of the stream, Recv and Trailers
+// answer without the engine's lock: with the lock held elsewhere they
+// still return at once.
+func TestRecvAfterEOFWithoutLock(t *testing.T) {
+	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, false)
+	defer p.close(t)
+	s, err := p.client.NewStream(context.Background(), reqFields("/echo"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	if err := s.WriteData(p.pool.Copy([]byte("x")), true); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.RecvHeaders(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		b, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Free()
+	}
+	p.client.mu.Lock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Recv()
+		if tr := s.Trailers(); len(tr) != 1 || tr[0].Value != "0" {
+			err = fmt.Errorf("trailers %v", tr)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		p.client.mu.Unlock()
+		if err != io.EOF {
+			t.Fatalf("Recv after EOF: %v, want io.EOF", err)
+		}
+	case <-time.After(2 * time.Second):
+		p.client.mu.Unlock()
+		<-done
+		t.Fatal("Recv or Trailers after EOF waited for the engine's lock")
+	}
 }
