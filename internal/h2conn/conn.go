@@ -45,7 +45,7 @@ type Conn struct {
 	emptyData  int16        // consecutive empty DATA frames (at most maxEmptyDataFrames+1)
 	resetCount int16        // resets within the current resetWindow (at most maxResetsPerWindow+1)
 	inflow     inflow       // connection receive window; given back on receipt
-	lastRead   atomic.Int64 // unix nanoseconds of the last frame read, when keepaliveOn
+	lastRead   atomic.Int64 // unix nanoseconds of the end of the last batch of frames read, when keepaliveOn
 
 	mu       connMutex // mutex.go: sync.Mutex without starvation mode
 	idleCond waitCond  // signalled when writing becomes false; uses mu
@@ -535,14 +535,17 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 				return cerr, false
 			}
 		} else {
-			if c.keepaliveOn {
-				c.lastRead.Store(timeNow().UnixNano())
-			}
 			if cerr := c.dispatch(f); cerr != nil {
 				return cerr, false
 			}
 		}
 		if c.fr.Buffered() < h2frame.HeaderLen {
+			if c.keepaliveOn {
+				// Once per read rather than per frame: keepalive needs
+				// no finer clock (time.Now per frame was 1.4% of
+				// streaming ×120's CPU).
+				c.lastRead.Store(timeNow().UnixNano())
+			}
 			c.mu.Lock()
 			if rn != nil {
 				c.creditIdleLocked(1) // a read that found bytes
