@@ -392,14 +392,16 @@ func (w *Writer) putBatch() {
 		b.cur.Free()
 		b.cur = nil
 	}
-	for _, h := range b.held {
-		h.Free() // the write buffers, and the references WriteDataBuffer took
-	}
-	clear(b.held)
-	clear(b.iov)
-	b.held, b.iov = b.held[:0], b.iov[:0]
-	if cap(b.iov) > maxRetainedSegments || cap(b.held) > maxRetainedSegments {
-		b.held, b.iov = nil, nil // one huge batch should not pin memory for good
+	if len(b.held) > 0 || len(b.iov) > 0 { // not for a batch that fit the small array
+		for _, h := range b.held {
+			h.Free() // the write buffers, and the references WriteDataBuffer took
+		}
+		clear(b.held)
+		clear(b.iov)
+		b.held, b.iov = b.held[:0], b.iov[:0]
+		if cap(b.iov) > maxRetainedSegments || cap(b.held) > maxRetainedSegments {
+			b.held, b.iov = nil, nil // one huge batch should not pin memory for good
+		}
 	}
 	b.wb, b.seg, b.queued = nil, 0, 0
 	batches.Put(b)
