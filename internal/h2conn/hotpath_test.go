@@ -314,3 +314,36 @@ func TestReleaseSendsAsyncItem(t *testing.T) {
 	p.close(t)
 	checkLeaks(t, p.pool, g)
 }
+
+// A wakeBatch wakes every sender it was given exactly once: those past its
+// capacity at once, the others at wake; senders not parked are skipped.
+func TestWakeBatch(t *testing.T) {
+	var wb wakeBatch
+	n := len(wb.ch) + 8
+	streams := make([]*Stream, n)
+	for i := range streams {
+		streams[i] = &Stream{sendCh: make(chan struct{}, 1), sendWaiting: i != 3}
+		wb.add(streams[i])
+	}
+	for i, s := range streams[len(wb.ch)+1:] {
+		if len(s.sendCh) != 1 {
+			t.Fatalf("sender %d past the batch's capacity not woken at once", len(wb.ch)+1+i)
+		}
+	}
+	if len(streams[0].sendCh) != 0 {
+		t.Fatal("sender woken before wake")
+	}
+	wb.wake()
+	for i, s := range streams {
+		want := 1
+		if i == 3 {
+			want = 0
+		}
+		if len(s.sendCh) != want {
+			t.Errorf("sender %d: %d tokens after wake, want %d", i, len(s.sendCh), want)
+		}
+	}
+	if wb.n != 0 {
+		t.Errorf("batch holds %d after wake", wb.n)
+	}
+}
