@@ -561,24 +561,10 @@ func (r *Reader) payload(n int) ([]byte, error) {
 	}
 	r.tmp = r.pool.Get(n)
 	p := r.tmp.Bytes()
-	if err := r.readInto(p); err != nil {
+	if err := r.readThrough(p); err != nil {
 		return nil, err
 	}
 	return p, nil
-}
-
-// readInto fills p with the next len(p) bytes: first what the read buffer
-// holds, then straight from the source.
-func (r *Reader) readInto(p []byte) error {
-	k := copy(p, r.rb[r.r:r.w])
-	r.r += k
-	if k == len(p) {
-		return nil
-	}
-	if _, err := io.ReadFull(r.src, p[k:]); err != nil {
-		return unexpected(err)
-	}
-	return nil
 }
 
 // skip consumes n payload bytes without keeping them.
