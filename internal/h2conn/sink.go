@@ -179,12 +179,7 @@ func (s *Stream) RecvInto(dst *bufpool.Buffer, from, to int) (b *bufpool.Buffer,
 			c.mu.Unlock()
 			return nil, 0, err
 		}
-		s.recvWaiting = true
-		done := s.cancel
-		c.mu.Unlock()
-		s.park(s.recvCh, done)
-		c.mu.Lock()
-		s.recvWaiting = false
+		s.waitRecvLocked()
 	}
 }
 

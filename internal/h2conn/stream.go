@@ -108,6 +108,18 @@ func (s *Stream) WatchCancel(done <-chan struct{}) {
 // park blocks until ch is signaled or the cancel channel done (s.cancel
 // read under mu) is closed, in which case it resets the stream with
 // CANCEL. Called without mu.
+// waitRecvLocked parks the receiver until the reader signals s (or the
+// stream is canceled), with mu released meanwhile; called and returns with
+// mu held. The caller re-checks what it waits for.
+func (s *Stream) waitRecvLocked() {
+	s.recvWaiting = true
+	done := s.cancel
+	s.conn.mu.Unlock()
+	s.park(s.recvCh, done)
+	s.conn.mu.Lock()
+	s.recvWaiting = false
+}
+
 func (s *Stream) park(ch chan struct{}, done <-chan struct{}) {
 	if done == nil {
 		<-ch
@@ -486,12 +498,7 @@ func (s *Stream) recvHeaders() ([]hpack.HeaderField, bool, error) {
 			c.mu.Unlock()
 			return nil, true, &Error{Code: h2frame.ErrCodeProtocol, StreamID: s.id, Initiator: InitiatorPeer, Reason: "no_response_headers"}
 		}
-		s.recvWaiting = true
-		done := s.cancel
-		c.mu.Unlock()
-		s.park(s.recvCh, done)
-		c.mu.Lock()
-		s.recvWaiting = false
+		s.waitRecvLocked()
 	}
 }
 
@@ -527,12 +534,7 @@ func (s *Stream) recv() (*bufpool.Buffer, error) {
 			c.mu.Unlock()
 			return nil, err
 		}
-		s.recvWaiting = true
-		done := s.cancel
-		c.mu.Unlock()
-		s.park(s.recvCh, done)
-		c.mu.Lock()
-		s.recvWaiting = false
+		s.waitRecvLocked()
 	}
 }
 
