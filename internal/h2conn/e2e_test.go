@@ -134,11 +134,22 @@ func checkLeaks(t testing.TB, pool *bufpool.Pool, goroutines int) {
 
 func roundTrip(t testing.TB, c *Conn, pool *bufpool.Pool, payload []byte) []byte {
 	t.Helper()
+	s, got := echoExchange(t, c, pool, payload)
+	defer s.Release()
+	if tr := s.Trailers(); len(tr) != 1 || tr[0].Value != "0" {
+		t.Fatalf("trailers %v", tr)
+	}
+	return got
+}
+
+// echoExchange sends payload to /echo and reads the response to its end;
+// it returns the stream, not released, and the bytes received.
+func echoExchange(t testing.TB, c *Conn, pool *bufpool.Pool, payload []byte) (*Stream, []byte) {
+	t.Helper()
 	s, err := c.NewStream(context.Background(), reqFields("/echo"), false)
 	if err != nil {
 		t.Fatalf("NewStream: %v", err)
 	}
-	defer s.Release()
 	if err := s.WriteData(pool.Copy(payload), true); err != nil {
 		t.Fatalf("WriteData: %v", err)
 	}
@@ -158,10 +169,7 @@ func roundTrip(t testing.TB, c *Conn, pool *bufpool.Pool, payload []byte) []byte
 		got = append(got, b.Bytes()...)
 		b.Free()
 	}
-	if tr := s.Trailers(); len(tr) != 1 || tr[0].Value != "0" {
-		t.Fatalf("trailers %v", tr)
-	}
-	return got
+	return s, got
 }
 
 func TestEcho(t *testing.T) {
@@ -542,27 +550,8 @@ func TestGoAwayIdle(t *testing.T) {
 func TestRecvAfterEOFWithoutLock(t *testing.T) {
 	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, false)
 	defer p.close(t)
-	s, err := p.client.NewStream(context.Background(), reqFields("/echo"), false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := echoExchange(t, p.client, p.pool, []byte("x"))
 	defer s.Release()
-	if err := s.WriteData(p.pool.Copy([]byte("x")), true); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.RecvHeaders(); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		b, err := s.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Free()
-	}
 	p.client.mu.Lock()
 	done := make(chan error, 1)
 	go func() {
