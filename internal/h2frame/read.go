@@ -77,7 +77,7 @@ type Reader struct {
 	pooled     bool          // pooled mode: src is a ReadySource
 	canTry     bool          // src is a TryReadySource
 	canBound   bool          // src is a BoundedReadySource
-	noWait     bool          // inside TryReadFrame
+	mode       readMode      // how fill may get bytes (TryReadFrame, ReadBuffered)
 	contStream uint32        // stream whose CONTINUATION must come next; 0: none
 	wait       time.Duration // SetIdleWait's bound; 0: none
 	pool       *bufpool.Pool
@@ -370,6 +370,9 @@ func (r *Reader) CanTry() bool { return r.canTry }
 // two read deadline changes.
 func (r *Reader) SetIdleWait(d time.Duration) { r.wait = max(d, 0) }
 
+// IdleWait returns SetIdleWait's bound.
+func (r *Reader) IdleWait() time.Duration { return r.wait }
+
 // CanIdleWait reports whether SetIdleWait takes effect.
 func (r *Reader) CanIdleWait() bool { return r.canBound }
 
@@ -380,9 +383,77 @@ func (r *Reader) CanIdleWait() bool { return r.canBound }
 // ReadFrame inside a frame whose first bytes arrived, and always when
 // CanTry is false.
 func (r *Reader) TryReadFrame() (Frame, error) {
-	r.noWait = true
+	r.mode = modeTry
 	f, err := r.ReadFrame()
-	r.noWait = false
+	r.mode = modeWait
+	return f, err
+}
+
+// readMode says how fill may get more bytes.
+type readMode uint8
+
+const (
+	modeWait     readMode = iota // from the source, waiting as long as it takes
+	modeTry                      // TryReadFrame: ErrWouldBlock instead of waiting at a frame boundary
+	modeBuffered                 // ReadBuffered: never from the source
+)
+
+// errNotBuffered is what ReadBuffered meets when the fed bytes end inside a
+// frame, which the caller promised they do not (WholeFrames): a bug above,
+// which fails the connection rather than read from a source the caller
+// holds.
+var errNotBuffered = errors.New("h2frame: fed bytes end inside a frame")
+
+// Drained reports whether the Reader is in pooled mode and holds no read
+// buffer, so that the caller may read the next bytes itself and Feed them.
+func (r *Reader) Drained() bool {
+	return r.pooled && r.err == nil && (r.frames == nil || (r.rbuf == nil && r.tmp == nil))
+}
+
+// ReadBufferSpec returns the pool and the size a read buffer is taken with,
+// for a caller that reads into one itself and Feeds it.
+func (r *Reader) ReadBufferSpec() (*bufpool.Pool, int) { return r.pool, r.rbSize }
+
+// WholeFrames reports whether p is a sequence of whole frames: each frame
+// header's length brings the next header, or the end of p, exactly.
+func WholeFrames(p []byte) bool {
+	for len(p) >= HeaderLen {
+		n := HeaderLen + (int(p[0])<<16 | int(p[1])<<8 | int(p[2]))
+		if n > len(p) {
+			return false
+		}
+		p = p[n:]
+	}
+	return len(p) == 0
+}
+
+// Feed gives a Drained Reader the bytes of a read its caller made: b (its
+// Len bytes) becomes the read buffer, owned by the Reader from here on,
+// which ReadFrame and ReadBuffered parse next. On a Reader that is not
+// Drained, Feed frees b and fails the Reader: bytes would be out of order.
+func (r *Reader) Feed(b *bufpool.Buffer) {
+	if !r.Drained() {
+		b.Free()
+		if r.err == nil {
+			r.fail(errors.New("h2frame: Feed with bytes still buffered"))
+		}
+		return
+	}
+	got := b.Len()
+	b.SetLen(b.Cap())
+	r.scratch()
+	r.rbuf, r.rb, r.r, r.w = b, b.Bytes(), 0, got
+}
+
+// ReadBuffered is ReadFrame over the bytes already buffered (Feed) only: at
+// a frame boundary with none left it returns ErrWouldBlock, having let go
+// of the read buffer and its scratch space as TryReadFrame does, and never
+// reads the source. The fed bytes must be whole frames (WholeFrames): one
+// that ends inside a frame fails the Reader.
+func (r *Reader) ReadBuffered() (Frame, error) {
+	r.mode = modeBuffered
+	f, err := r.ReadFrame()
+	r.mode = modeWait
 	return f, err
 }
 
@@ -484,7 +555,9 @@ func (r *Reader) fill(n int) error {
 		var b *bufpool.Buffer
 		var err error
 		switch {
-		case r.noWait && r.canTry:
+		case r.mode == modeBuffered:
+			return ErrWouldBlock
+		case r.mode == modeTry && r.canTry:
 			b, err = r.src.(TryReadySource).TryReadReady(r.pool, r.rbSize)
 			if b == nil && err == nil {
 				return ErrWouldBlock
@@ -507,6 +580,9 @@ func (r *Reader) fill(n int) error {
 		if got >= n {
 			return nil
 		}
+	}
+	if r.mode == modeBuffered {
+		return errNotBuffered
 	}
 	r.getReadBuffer()
 	if r.r+n > len(r.rb) {
@@ -595,6 +671,9 @@ func unexpected(err error) error {
 func (r *Reader) readRest(p []byte) error {
 	if len(p) == 0 {
 		return nil
+	}
+	if r.mode == modeBuffered {
+		return errNotBuffered
 	}
 	if _, err := io.ReadFull(r.src, p); err != nil {
 		return unexpected(err)

@@ -1,0 +1,224 @@
+package h2frame
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+)
+
+func TestWholeFrames(t *testing.T) {
+	ping := frameBytes(TypePing, 0, 0, make([]byte, 8))
+	data := frameBytes(TypeData, 0, 1, []byte("hello"))
+	for _, tc := range []struct {
+		name string
+		p    []byte
+		want bool
+	}{
+		{"empty", nil, true},
+		{"one", ping, true},
+		{"two", cat(ping, data), true},
+		{"empty payload", frameBytes(TypeSettings, FlagAck, 0, nil), true},
+		{"short header", ping[:5], false},
+		{"short payload", data[:len(data)-1], false},
+		{"one and a header", cat(ping, data[:HeaderLen]), false},
+		{"one and a byte", cat(ping, data[:1]), false},
+	} {
+		if got := WholeFrames(tc.p); got != tc.want {
+			t.Errorf("%s: WholeFrames = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// noSource is a ReadySource that fails the test when read: ReadBuffered
+// must never touch the source.
+type noSource struct{ t testing.TB }
+
+func (s noSource) Read([]byte) (int, error) {
+	s.t.Error("ReadBuffered read the source")
+	return 0, io.EOF
+}
+
+func (s noSource) ReadReady(*bufpool.Pool, int) (*bufpool.Buffer, error) {
+	s.t.Error("ReadBuffered read the source")
+	return nil, io.EOF
+}
+
+func feedBuffer(pool *bufpool.Pool, p []byte) *bufpool.Buffer {
+	b := pool.Get(max(len(p), 1))
+	b.SetLen(copy(b.Bytes(), p))
+	return b
+}
+
+func TestFeed(t *testing.T) {
+	pool := bufpool.New(nil)
+	r := NewReader(noSource{t}, ReaderConfig{Pool: pool})
+	if !r.Drained() {
+		t.Fatal("new pooled Reader not Drained")
+	}
+	hdrs := encodeBlock(":path", "/x")
+	r.Feed(feedBuffer(pool, cat(frameBytes(TypeData, 0, 1, []byte("abc")), frameBytes(TypeHeaders, 0, 1, hdrs[:1]))))
+	if r.Drained() {
+		t.Fatal("Drained with bytes fed")
+	}
+	f, err := r.ReadBuffered()
+	if df, ok := f.(*DataFrame); err != nil || !ok || string(df.Data.Bytes()) != "abc" {
+		t.Fatalf("first frame: %v, %v", f, err)
+	}
+	f.(*DataFrame).Data.Free()
+	// The HEADERS frame opens a block; its CONTINUATION comes in the next
+	// read.
+	if f, err := r.ReadBuffered(); f != nil || err != ErrWouldBlock {
+		t.Fatalf("inside a header block, fed bytes used up: %v, %v; want ErrWouldBlock", f, err)
+	}
+	if !r.Drained() {
+		t.Fatal("not Drained after ErrWouldBlock")
+	}
+	r.Feed(feedBuffer(pool, frameBytes(TypeContinuation, FlagEndHeaders, 1, hdrs[1:])))
+	f, err = r.ReadBuffered()
+	if hf, ok := f.(*HeadersFrame); err != nil || !ok || len(hf.Fields) != 1 || hf.Fields[0].Value != "/x" {
+		t.Fatalf("header block over two feeds: %v, %v", f, err)
+	}
+	if _, err := r.ReadBuffered(); err != ErrWouldBlock {
+		t.Fatalf("all used: %v, want ErrWouldBlock", err)
+	}
+	if r.HoldsReadBuffer() {
+		t.Fatal("read buffer held with nothing buffered")
+	}
+	r.Close()
+	if n := pool.Outstanding(); n != 0 {
+		t.Fatalf("pool.Outstanding() = %d, want 0", n)
+	}
+
+	// Bytes that end inside a frame fail the Reader instead of reading.
+	r = NewReader(noSource{t}, ReaderConfig{Pool: pool})
+	r.Feed(feedBuffer(pool, frameBytes(TypePing, 0, 0, make([]byte, 8))[:12]))
+	if _, err := r.ReadBuffered(); !errors.Is(err, errNotBuffered) {
+		t.Fatalf("partial frame: %v, want errNotBuffered", err)
+	}
+	r.Close()
+
+	// Feeding a Reader that still holds bytes fails it; the buffer is
+	// freed.
+	r = NewReader(noSource{t}, ReaderConfig{Pool: pool})
+	r.Feed(feedBuffer(pool, cat(frameBytes(TypePing, 0, 0, make([]byte, 8)), frameBytes(TypePing, 0, 0, make([]byte, 8)))))
+	if _, err := r.ReadBuffered(); err != nil {
+		t.Fatal(err)
+	}
+	r.Feed(feedBuffer(pool, frameBytes(TypePing, 0, 0, make([]byte, 8))))
+	if _, err := r.ReadBuffered(); err == nil || !strings.Contains(err.Error(), "Feed") {
+		t.Fatalf("after a Feed out of order: %v, want the Reader failed", err)
+	}
+	r.Close()
+	if n := pool.Outstanding(); n != 0 {
+		t.Fatalf("pool.Outstanding() = %d, want 0", n)
+	}
+
+	// An unpooled Reader is never Drained: its caller does not feed it.
+	if NewReader(noSource{t}, ReaderConfig{Pool: pool, NoPooledReads: true}).Drained() {
+		t.Fatal("unpooled Reader Drained")
+	}
+}
+
+// FuzzFeed cuts arbitrary bytes at frame boundaries into reads, Feeds them
+// one by one and parses each with ReadBuffered, as h2conn's driven reader
+// does. It checks that ReadBuffered never reads the source nor meets a
+// frame cut short (WholeFrames held), and that it parses what ReadFrame
+// parses from the same bytes in one piece: the same frames and errors.
+func FuzzFeed(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		f.Add(uint8(1), s)
+		f.Add(uint8(3), s)
+	}
+	f.Fuzz(func(t *testing.T, per uint8, wire []byte) {
+		// The whole frames at the start of wire.
+		end := 0
+		for end+HeaderLen <= len(wire) {
+			n := HeaderLen + (int(wire[end])<<16 | int(wire[end+1])<<8 | int(wire[end+2]))
+			if end+n > len(wire) {
+				break
+			}
+			end += n
+		}
+		wire = wire[:end]
+		cfg := ReaderConfig{Pool: fuzzPool, MaxHeaderListSize: 2048}
+		base := fuzzPool.Outstanding()
+
+		ref := NewReader(&fakeReady{chopReader: chopReader{data: wire, max: len(wire) + 1}}, cfg)
+		want := summarize(ref, func(r *Reader) (Frame, error) { return r.ReadFrame() })
+		ref.Close()
+
+		r := NewReader(noSource{t}, cfg)
+		var got []string
+		off, frames := 0, 0
+		per = per%8 + 1
+		for off < len(wire) && (len(got) == 0 || !strings.HasPrefix(got[len(got)-1], "conn ")) {
+			// The next read: per frames.
+			k := off
+			for i := uint8(0); i < per && k < len(wire); i++ {
+				k += HeaderLen + (int(wire[k])<<16 | int(wire[k+1])<<8 | int(wire[k+2]))
+			}
+			if !WholeFrames(wire[off:k]) {
+				t.Fatalf("frames %d.. are not whole", frames)
+			}
+			if !r.Drained() {
+				t.Fatal("not Drained after ErrWouldBlock")
+			}
+			r.Feed(feedBuffer(fuzzPool, wire[off:k]))
+			off = k
+			frames += int(per)
+			got = append(got, summarize(r, func(r *Reader) (Frame, error) { return r.ReadBuffered() })...)
+			if got[len(got)-1] == "would block" {
+				got = got[:len(got)-1]
+			}
+		}
+		r.Close()
+		if len(want) > 0 && want[len(want)-1] == "conn EOF" {
+			want = want[:len(want)-1]
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("fed in reads of %d frames:\n got %q\nwant %q", per, got, want)
+		}
+		if n := fuzzPool.Outstanding() - base; n != 0 {
+			t.Fatalf("pool outstanding %d", n)
+		}
+	})
+}
+
+// summarize reads frames with next until a connection error (or
+// ErrWouldBlock) and describes each, freeing DATA buffers.
+func summarize(r *Reader, next func(*Reader) (Frame, error)) []string {
+	var out []string
+	for range 1000 {
+		f, err := next(r)
+		if err == ErrWouldBlock {
+			return append(out, "would block")
+		}
+		if err != nil {
+			var se StreamError
+			if errors.As(err, &se) {
+				out = append(out, fmt.Sprintf("stream %v", se))
+				continue
+			}
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				err = io.EOF
+			}
+			return append(out, fmt.Sprintf("conn %v", err))
+		}
+		s := fmt.Sprintf("%+v", f.Header())
+		switch f := f.(type) {
+		case *DataFrame:
+			if f.Data != nil {
+				s += " " + string(f.Data.Bytes())
+				f.Data.Free()
+			}
+		case *HeadersFrame:
+			s += fmt.Sprint(" ", f.Fields)
+		}
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,193 @@
+package sockio
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+)
+
+// Driven reads: one RawConn.Read for a run of reads.
+//
+// RawConn.Read clears the descriptor's readiness before its first callback,
+// so each ReadReady has to start with a read: an edge that came before the
+// clear is gone, and only a read tells whether bytes are there. After a
+// read that drained the socket, that read mostly finds it empty (EAGAIN):
+// one wasted system call per wait, and on a lone unary call it falls
+// between a request's write and the peer reading it, on the thread that
+// runs both. Drive stays inside one RawConn.Read and hands each read's
+// bytes to the caller's Driver from within the callback; after a read that
+// drained the socket (it came back short) it parks without reading: an
+// edge since that read left the readiness set, and nothing clears it in
+// between.
+//
+// One thing a short read does not tell: whether the peer's FIN (or a
+// reset) is queued behind the bytes it returned. Such an end came before
+// the read, so no edge follows it, and a parked Drive sees it only when
+// more bytes or the bound (within) wake it. Drive therefore parks without
+// reading only under a bound, and a Driver that sees the peer announce
+// its end (HTTP/2's GOAWAY) should stop the drive, so that the next read,
+// outside, finds the end at once.
+
+// Driver takes the bytes Drive reads.
+type Driver interface {
+	// DriveRead is given the bytes of one read (b holds them, Len of
+	// them; ownership passes to the Driver) on the goroutine that called
+	// Drive, inside the socket's read callback: it must not read the conn,
+	// and should not block for long (Close waits for it to return). more
+	// false ends Drive, which returns err.
+	DriveRead(b *bufpool.Buffer) (more bool, err error)
+}
+
+// driveEmptyReads counts Drive's reads that found the socket empty,
+// process-wide; tests read it to check that Drive parks without them.
+var driveEmptyReads atomic.Int64
+
+// driveCall is the state of one Drive, taken from driveCalls for its
+// length; owned by the goroutine inside Drive.
+type driveCall struct {
+	fn       func(fd uintptr) bool // d.readOnce, bound once per driveCall
+	c        *Conn
+	pool     *bufpool.Pool
+	size     int
+	within   time.Duration
+	d        Driver
+	err      error // from the socket
+	derr     error // from the Driver
+	parkNext bool  // the last read came back short: wait before reading again
+}
+
+var driveCalls = sync.Pool{New: func() any {
+	d := new(driveCall)
+	d.fn = d.readOnce
+	return d
+}}
+
+// Drive reads the socket into buffers from pool (bufpool.Default() when
+// nil) of size bytes (16 KiB+9 when size <= 0), taken when bytes are there,
+// and hands each to d.DriveRead until that returns more false (Drive
+// returns its error), the socket fails (Drive returns the error as
+// ReadReady does, io.EOF at the peer's end) or, with within > 0, no byte
+// came for within: then timedOut is true, holding nothing, as
+// ReadReadyWithin returns. The bound is the read deadline as
+// ReadReadyWithin arms it (re-armed when a wait starts with less than
+// within/2 left). Only with a bound does Drive park after a short read
+// without reading again (see above: an end queued behind the bytes is
+// then seen within the bound). The caller serialises Drive with the other
+// reads.
+func (c *Conn) Drive(pool *bufpool.Pool, size int, within time.Duration, d Driver) (timedOut bool, err error) {
+	if within <= 0 {
+		if err := c.disarm(); err != nil {
+			return false, opError(c.Conn, "read", err)
+		}
+	} else if c.rdl != 0 {
+		// A deadline left from before, too close (or too far): re-arm it
+		// before RawConn.Read trips over it.
+		now := time.Now().UnixNano()
+		if left := c.rdl - now; left < int64(within/2) || left > int64(within) {
+			if err := c.arm(now, within); err != nil {
+				return false, opError(c.Conn, "read", err)
+			}
+		}
+	}
+	if pool == nil {
+		pool = bufpool.Default()
+	}
+	if size <= 0 {
+		size = defaultReadSize
+	}
+	dc := driveCalls.Get().(*driveCall)
+	dc.c, dc.pool, dc.size, dc.within, dc.d = c, pool, size, within, d
+	rerr := c.w.rc.Read(dc.fn)
+	err, derr := dc.err, dc.derr
+	*dc = driveCall{fn: dc.fn}
+	driveCalls.Put(dc)
+	if derr != nil {
+		return false, derr
+	}
+	if err == nil && rerr != nil {
+		err = rawOpErr(rerr)
+	}
+	if err == nil {
+		return false, nil
+	}
+	if err == io.EOF {
+		return false, io.EOF
+	}
+	if within > 0 && c.rdl != 0 {
+		timedOut = errors.Is(err, os.ErrDeadlineExceeded)
+		if derr := c.disarm(); derr != nil && timedOut {
+			return false, opError(c.Conn, "read", derr)
+		}
+		if timedOut {
+			return true, nil
+		}
+	}
+	if _, ok := err.(*net.OpError); !ok {
+		err = opError(c.Conn, "read", err)
+	}
+	return false, err
+}
+
+// readOnce is Drive's RawConn.Read callback: it reads and hands the bytes
+// on until the socket is empty (false: the runtime parks the goroutine and
+// calls again once it is readable) or Drive is to end (true).
+func (dc *driveCall) readOnce(fd uintptr) bool {
+	for {
+		if dc.parkNext {
+			dc.parkNext = false
+			return dc.park()
+		}
+		b := dc.pool.Get(dc.size)
+		n, err := syscall.Read(int(fd), b.Bytes())
+		switch {
+		case err == syscall.EINTR:
+			b.Free()
+			continue
+		case err == syscall.EAGAIN:
+			driveEmptyReads.Add(1)
+			b.Free() // parked readers hold no memory
+			return dc.park()
+		case err != nil:
+			b.Free()
+			dc.err = os.NewSyscallError("read", err)
+			return true
+		case n == 0:
+			b.Free()
+			dc.err = io.EOF
+			return true
+		}
+		short := n < len(b.Bytes())
+		b.SetLen(n)
+		more, derr := dc.d.DriveRead(b) // ownership of b passes to the Driver
+		if !more {
+			dc.derr = derr
+			return true
+		}
+		dc.parkNext = short && dc.within > 0
+	}
+}
+
+// park readies the wait that follows a false return: with a bound, the
+// read deadline is armed (or re-armed, when less than half the bound is
+// left) so that the wait gives up after between within/2 and within.
+func (dc *driveCall) park() bool {
+	if dc.within <= 0 {
+		return false
+	}
+	c := dc.c
+	now := time.Now().UnixNano()
+	if left := c.rdl - now; c.rdl == 0 || left < int64(dc.within/2) || left > int64(dc.within) {
+		if err := c.arm(now, dc.within); err != nil {
+			dc.err = err
+			return true
+		}
+	}
+	return false
+}
