@@ -145,23 +145,15 @@ func (dc *driveCall) readOnce(fd uintptr) bool {
 			return dc.park()
 		}
 		b := dc.pool.Get(dc.size)
-		n, err := syscall.Read(int(fd), b.Bytes())
-		switch {
-		case err == syscall.EINTR:
-			b.Free()
-			continue
-		case err == syscall.EAGAIN:
-			driveEmptyReads.Add(1)
+		n, err := readSome(fd, b.Bytes())
+		if err != nil {
 			b.Free() // parked readers hold no memory
+			if err != syscall.EAGAIN {
+				dc.err = err
+				return true
+			}
+			driveEmptyReads.Add(1)
 			return dc.park()
-		case err != nil:
-			b.Free()
-			dc.err = os.NewSyscallError("read", err)
-			return true
-		case n == 0:
-			b.Free()
-			dc.err = io.EOF
-			return true
 		}
 		short := n < len(b.Bytes())
 		b.SetLen(n)

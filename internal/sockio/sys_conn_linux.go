@@ -308,34 +308,45 @@ func (c *Conn) readReady(pool *bufpool.Pool, size int, within time.Duration, try
 func (r *readCall) readOnce(fd uintptr) bool {
 	c := r.c
 	b := r.pool.Get(r.size)
+	n, err := readSome(fd, b.Bytes())
+	if err != nil {
+		b.Free() // parked readers hold no memory
+		if err != syscall.EAGAIN {
+			r.err = err
+			return true
+		}
+		if r.within > 0 && c.rdl == 0 {
+			// ReadReadyWithin: bound the wait, paying for the deadline
+			// only when there is a wait.
+			if err := c.arm(time.Now().UnixNano(), r.within); err != nil {
+				r.err = err
+				return true
+			}
+		}
+		return r.try // TryReadReady: done, with no buffer
+	}
+	b.SetLen(n)
+	r.buf = b // ownership passes to ReadReady's caller
+	return true
+}
+
+// readSome makes one non-blocking read(2) into p, retried on EINTR: n > 0
+// bytes, or syscall.EAGAIN when the socket is empty, io.EOF at the peer's
+// end, or the error.
+func readSome(fd uintptr, p []byte) (int, error) {
 	for {
-		n, err := syscall.Read(int(fd), b.Bytes())
+		n, err := syscall.Read(int(fd), p)
 		switch {
 		case err == syscall.EINTR:
 			continue
 		case err == syscall.EAGAIN:
-			b.Free() // parked readers hold no memory
-			if r.within > 0 && c.rdl == 0 {
-				// ReadReadyWithin: bound the wait, paying for the
-				// deadline only when there is a wait.
-				if err := c.arm(time.Now().UnixNano(), r.within); err != nil {
-					r.err = err
-					return true
-				}
-			}
-			return r.try // TryReadReady: done, with no buffer
+			return 0, syscall.EAGAIN
 		case err != nil:
-			b.Free()
-			r.err = os.NewSyscallError("read", err)
-			return true
+			return 0, os.NewSyscallError("read", err)
 		case n == 0:
-			b.Free()
-			r.err = io.EOF
-			return true
+			return 0, io.EOF
 		}
-		b.SetLen(n)
-		r.buf = b // ownership passes to ReadReady's caller
-		return true
+		return n, nil
 	}
 }
 
