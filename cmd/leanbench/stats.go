@@ -9,8 +9,11 @@ import (
 )
 
 // Histogram of durations in nanoseconds with fixed log-linear buckets:
-// values below 16 are exact, above that each power of two is split into 16
-// buckets, so a reported quantile is within 1/16 (6.25%) of the true value.
+// values below 64 are exact, above that each power of two is split into 64
+// buckets, so a reported quantile (a bucket's middle) is within 1/128
+// (0.8%) of the true value. With 16 buckets per power of two a single
+// call's p50 of ~17 µs was known only to within a 1 µs bucket, too coarse
+// for a ratio judged against 0.6. A Histogram is 30 KiB.
 // Recording never allocates. A Histogram is owned by one worker goroutine;
 // the workers' histograms are merged after they have all finished.
 type Histogram struct {
@@ -22,7 +25,7 @@ type Histogram struct {
 }
 
 const (
-	subBits    = 4
+	subBits    = 6
 	subCount   = 1 << subBits
 	numBuckets = (64 - subBits + 1) * subCount // the last bucket holds 2^63 and above
 )

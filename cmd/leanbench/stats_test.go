@@ -45,8 +45,8 @@ func TestHistogramQuantiles(t *testing.T) {
 		{0.001, 10 * time.Microsecond},
 	} {
 		got := h.Quantile(tc.q)
-		if rel := math.Abs(float64(got-tc.want)) / float64(tc.want); rel > 1.0/16 {
-			t.Errorf("Quantile(%v) = %v, want %v within 6.25%%", tc.q, got, tc.want)
+		if rel := math.Abs(float64(got-tc.want)) / float64(tc.want); rel > 1.0/subCount {
+			t.Errorf("Quantile(%v) = %v, want %v within 1/subCount", tc.q, got, tc.want)
 		}
 	}
 	if h.Max() != 10000*time.Microsecond {
@@ -75,16 +75,16 @@ func TestHistogramSkewedAndMerge(t *testing.T) {
 	m.Merge(&b)
 	m.Merge(new(Histogram)) // empty merges are no-ops
 	near := func(got, want time.Duration) bool {
-		return math.Abs(float64(got-want)) <= float64(want)/16
+		return math.Abs(float64(got-want)) <= float64(want)/subCount
 	}
 	if got := m.Quantile(0.5); !near(got, 100*time.Microsecond) {
-		t.Errorf("p50 = %v, want 100µs within 6.25%%", got)
+		t.Errorf("p50 = %v, want 100µs within 1/subCount", got)
 	}
 	if got := m.Quantile(0.99); !near(got, 100*time.Microsecond) {
-		t.Errorf("p99 = %v, want 100µs within 6.25%%", got)
+		t.Errorf("p99 = %v, want 100µs within 1/subCount", got)
 	}
 	if got := m.Quantile(0.999); !near(got, 50*time.Millisecond) || got > 50*time.Millisecond {
-		t.Errorf("p99.9 = %v, want 50ms within 6.25%%, not above the maximum", got)
+		t.Errorf("p99.9 = %v, want 50ms within 1/subCount, not above the maximum", got)
 	}
 	if m.Count() != 100 || m.Max() != 50*time.Millisecond {
 		t.Errorf("Count, Max = %d, %v; want 100, 50ms", m.Count(), m.Max())
