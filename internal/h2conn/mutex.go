@@ -16,11 +16,9 @@ import (
 // hand-over costs a goroutine switch, and the mode lasts as long as waiters
 // keep waiting that long. This mutex lets a newcomer take a free lock
 // ahead of woken waiters (sync.Mutex's normal mode, always) and spins
-// briefly before sleeping. leanbench's unary ×120 still runs in one of two
-// regimes per process — ~190k calls/s at ~9.5 CPU-µs each, or ~85k at
-// ~21 µs, in clusters of runs in time, for both sync.Mutex and this one:
-// a convoy on this mutex, each Unlock waking a sleeper. What would end it
-// is less sharing of Conn.mu (per-stream state under a per-stream lock).
+// briefly before sleeping. (leanbench's unary ×120 runs in one of two
+// regimes, ~200k calls/s or ~95k; the slow one comes from the machine,
+// both stacks at once, with this mutex's share of the CPU unchanged.)
 //
 // Lock and Unlock follow the classic three-state futex mutex, with a
 // one-slot channel as the futex: state is 0 (free), 1 (held) or 2 (held,
