@@ -518,6 +518,9 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 	lone := true
 	for {
 		if ds != nil && !lone && c.fr.Drained() {
+			// Drive may park at once and give up after the idle wait:
+			// hold no scratch meanwhile (ReadFrame sheds the same way).
+			c.fr.Shed()
 			pool, size := c.fr.ReadBufferSpec()
 			timedOut, err := ds.Drive(pool, size, c.fr.IdleWait(), (*connDriver)(c))
 			switch {

@@ -911,3 +911,69 @@ func TestIdleWaitBounds(t *testing.T) {
 		t.Fatalf("idle wait at credit 255: %v, want %v", w, idleReadWait)
 	}
 }
+
+// TestIdleWithOpenStreamsHoldsNothing checks a connection that goes idle
+// with streams open (two calls waiting for messages, as watch streams do):
+// its reader, which waits for bytes in sockio's Drive once more than one
+// stream is open, leaves after the idle wait holding no read buffer and no
+// frame scratch, on both sides.
+func TestIdleWithOpenStreamsHoldsNothing(t *testing.T) {
+	if err := sockio.StartIdlePoller(); err != nil {
+		t.Skip("no idle poller:", err)
+	}
+	g := runtime.NumGoroutine()
+	p, ended := newAsyncPair(t, Config{}, Config{})
+	var streams []*Stream
+	for range 2 {
+		s, err := p.client.NewStream(context.Background(), reqFields("/watch"), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A message each way, so that both readers see both streams.
+		if err := s.WriteData(p.pool.Copy([]byte("hello")), false); err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+	}
+	// The server's echo handlers wait for the ends of the requests: two
+	// goroutines, and no reader on either side once both went idle.
+	waitGoroutines(t, g+2)
+	for _, c := range []*Conn{p.client, p.server} {
+		c.mu.Lock() // the gone reader's last use of fr came before its last Unlock
+		rb, sc := c.fr.HoldsReadBuffer(), c.fr.HoldsScratch()
+		c.mu.Unlock()
+		if rb || sc {
+			t.Errorf("%v idle with two streams open: holds a read buffer %v, frame scratch %v", c.role, rb, sc)
+		}
+	}
+	// And they come back: the requests end, the echoes arrive.
+	for _, s := range streams {
+		if err := s.WriteData(p.pool.Copy([]byte("!")), true); err != nil {
+			t.Fatal(err)
+		}
+		if h, _, err := s.RecvHeaders(); err != nil || len(h) == 0 || h[0].Value != "200" {
+			t.Fatalf("RecvHeaders after idle: %v, %v", h, err)
+		}
+		var got []byte
+		for {
+			b, err := s.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("Recv after idle: %v", err)
+			}
+			got = append(got, b.Bytes()...)
+			b.Free()
+		}
+		if string(got) != "hello!" {
+			t.Fatalf("echo after idle: %q", got)
+		}
+		s.Release()
+	}
+	p.client.Close()
+	p.server.Close()
+	<-ended
+	<-p.client.Done()
+	checkLeaks(t, p.pool, g)
+}

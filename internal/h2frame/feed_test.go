@@ -85,8 +85,26 @@ func TestFeed(t *testing.T) {
 	if _, err := r.ReadBuffered(); err != ErrWouldBlock {
 		t.Fatalf("all used: %v, want ErrWouldBlock", err)
 	}
-	if r.HoldsReadBuffer() {
-		t.Fatal("read buffer held with nothing buffered")
+	if r.HoldsReadBuffer() || r.HoldsScratch() {
+		t.Fatalf("with nothing buffered: holds a read buffer %v, scratch %v", r.HoldsReadBuffer(), r.HoldsScratch())
+	}
+
+	// Shed drops the scratch a Drained Reader keeps after its last frame
+	// (ReadFrame and ReadBuffered let it go only when they next wait), and
+	// nothing while bytes are buffered.
+	r.Feed(feedBuffer(pool, cat(frameBytes(TypePing, 0, 0, make([]byte, 8)), frameBytes(TypePing, 0, 0, make([]byte, 8)))))
+	r.ReadBuffered()
+	r.Shed()
+	if !r.HoldsScratch() || !r.HoldsReadBuffer() {
+		t.Fatal("Shed with a frame still buffered dropped what it holds")
+	}
+	r.ReadBuffered()
+	if !r.Drained() || !r.HoldsScratch() {
+		t.Fatalf("after the last frame: Drained %v, scratch %v; want true, true", r.Drained(), r.HoldsScratch())
+	}
+	r.Shed()
+	if r.HoldsScratch() {
+		t.Fatal("Shed on a Drained Reader kept its scratch")
 	}
 	r.Close()
 	if n := pool.Outstanding(); n != 0 {

@@ -410,6 +410,21 @@ func (r *Reader) Drained() bool {
 	return r.pooled && r.err == nil && (r.frames == nil || (r.rbuf == nil && r.tmp == nil))
 }
 
+// Shed lets a Drained Reader go of the scratch space it holds between
+// reads (its frame structs, the HPACK decoder's scratch), as ReadFrame
+// does before it waits for the socket: for a caller about to wait for
+// bytes itself (h2conn before sockio's Drive), so that a connection that
+// goes idle there holds none of it. It does nothing inside a header block.
+func (r *Reader) Shed() {
+	if r.Drained() {
+		r.shed()
+	}
+}
+
+// HoldsScratch reports whether the Reader holds its frame structs (for
+// idle-memory tests).
+func (r *Reader) HoldsScratch() bool { return r.frames != nil }
+
 // ReadBufferSpec returns the pool and the size a read buffer is taken with,
 // for a caller that reads into one itself and Feeds it.
 func (r *Reader) ReadBufferSpec() (*bufpool.Pool, int) { return r.pool, r.rbSize }
