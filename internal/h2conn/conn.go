@@ -522,7 +522,7 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 			// hold no scratch meanwhile (ReadFrame sheds the same way).
 			c.fr.Shed()
 			pool, size := c.fr.ReadBufferSpec()
-			timedOut, err := ds.Drive(pool, size, c.fr.IdleWait(), (*connDriver)(c))
+			timedOut, err := ds.Drive(pool, size, (*connDriver)(c))
 			switch {
 			case timedOut && rn != nil:
 				if c.goIdle(rn) {
@@ -619,11 +619,15 @@ func (c *Conn) afterReads() (lone bool) {
 // driveSource is implemented by sockio.Conn on Linux: reads driven from
 // inside the socket's read callback (sockio.Conn.Drive).
 type driveSource interface {
-	Drive(pool *bufpool.Pool, size int, within time.Duration, d sockio.Driver) (timedOut bool, err error)
+	Drive(pool *bufpool.Pool, size int, d sockio.Driver) (timedOut bool, err error)
 }
 
 // connDriver is the Conn as the sockio.Driver of its reader.
 type connDriver Conn
+
+// DriveWait is the reader's idle wait (0 when the connection cannot go
+// idle), which grows while the reader is in Drive (creditIdleLocked).
+func (d *connDriver) DriveWait() time.Duration { return (*Conn)(d).fr.IdleWait() }
 
 // DriveRead dispatches the frames of one read, when it holds whole frames
 // only (the usual case for small messages, and the one where a read

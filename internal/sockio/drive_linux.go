@@ -30,7 +30,7 @@ import (
 // One thing a short read does not tell: whether the peer's FIN (or a
 // reset) is queued behind the bytes it returned. Such an end came before
 // the read, so no edge follows it, and a parked Drive sees it only when
-// more bytes or the bound (within) wake it. Drive therefore parks without
+// more bytes or the bound (DriveWait) wake it. Drive therefore parks without
 // reading only under a bound, and a Driver that sees the peer announce
 // its end (HTTP/2's GOAWAY) should stop the drive, so that the next read,
 // outside, finds the end at once.
@@ -43,6 +43,10 @@ type Driver interface {
 	// and should not block for long (Close waits for it to return). more
 	// false ends Drive, which returns err.
 	DriveRead(b *bufpool.Buffer) (more bool, err error)
+	// DriveWait returns how long a wait for bytes may last before Drive
+	// gives up (timedOut), asked at the start and before every wait, so
+	// that the bound can change while Drive runs; 0 waits for good.
+	DriveWait() time.Duration
 }
 
 // driveEmptyReads counts Drive's reads that found the socket empty,
@@ -56,7 +60,6 @@ type driveCall struct {
 	c        *Conn
 	pool     *bufpool.Pool
 	size     int
-	within   time.Duration
 	d        Driver
 	err      error // from the socket
 	derr     error // from the Driver
@@ -73,15 +76,16 @@ var driveCalls = sync.Pool{New: func() any {
 // nil) of size bytes (16 KiB+9 when size <= 0), taken when bytes are there,
 // and hands each to d.DriveRead until that returns more false (Drive
 // returns its error), the socket fails (Drive returns the error as
-// ReadReady does, io.EOF at the peer's end) or, with within > 0, no byte
-// came for within: then timedOut is true, holding nothing, as
-// ReadReadyWithin returns. The bound is the read deadline as
-// ReadReadyWithin arms it (re-armed when a wait starts with less than
-// within/2 left). Only with a bound does Drive park after a short read
-// without reading again (see above: an end queued behind the bytes is
-// then seen within the bound). The caller serialises Drive with the other
-// reads.
-func (c *Conn) Drive(pool *bufpool.Pool, size int, within time.Duration, d Driver) (timedOut bool, err error) {
+// ReadReady does, io.EOF at the peer's end) or, with a bound
+// (d.DriveWait() > 0), no byte came for that long: then timedOut is true,
+// holding nothing, as ReadReadyWithin returns. The bound is the read
+// deadline as ReadReadyWithin arms it (re-armed when a wait starts with
+// less than half the bound left). Only with a bound does Drive park after
+// a short read without reading again (see above: an end queued behind the
+// bytes is then seen within the bound). The caller serialises Drive with
+// the other reads.
+func (c *Conn) Drive(pool *bufpool.Pool, size int, d Driver) (timedOut bool, err error) {
+	within := d.DriveWait()
 	if within <= 0 {
 		if err := c.disarm(); err != nil {
 			return false, opError(c.Conn, "read", err)
@@ -103,7 +107,7 @@ func (c *Conn) Drive(pool *bufpool.Pool, size int, within time.Duration, d Drive
 		size = defaultReadSize
 	}
 	dc := driveCalls.Get().(*driveCall)
-	dc.c, dc.pool, dc.size, dc.within, dc.d = c, pool, size, within, d
+	dc.c, dc.pool, dc.size, dc.d = c, pool, size, d
 	rerr := c.w.rc.Read(dc.fn)
 	err, derr := dc.err, dc.derr
 	*dc = driveCall{fn: dc.fn}
@@ -120,7 +124,7 @@ func (c *Conn) Drive(pool *bufpool.Pool, size int, within time.Duration, d Drive
 	if err == io.EOF {
 		return false, io.EOF
 	}
-	if within > 0 && c.rdl != 0 {
+	if c.rdl != 0 { // a bounded wait armed it
 		timedOut = errors.Is(err, os.ErrDeadlineExceeded)
 		if derr := c.disarm(); derr != nil && timedOut {
 			return false, opError(c.Conn, "read", derr)
@@ -162,21 +166,23 @@ func (dc *driveCall) readOnce(fd uintptr) bool {
 			dc.derr = derr
 			return true
 		}
-		dc.parkNext = short && dc.within > 0
+		dc.parkNext = short && dc.d.DriveWait() > 0
 	}
 }
 
 // park readies the wait that follows a false return: with a bound, the
 // read deadline is armed (or re-armed, when less than half the bound is
-// left) so that the wait gives up after between within/2 and within.
+// left) so that the wait gives up after between half the bound and the
+// bound, as DriveWait says it now.
 func (dc *driveCall) park() bool {
-	if dc.within <= 0 {
+	within := dc.d.DriveWait()
+	if within <= 0 {
 		return false
 	}
 	c := dc.c
 	now := time.Now().UnixNano()
-	if left := c.rdl - now; c.rdl == 0 || left < int64(dc.within/2) || left > int64(dc.within) {
-		if err := c.arm(now, dc.within); err != nil {
+	if left := c.rdl - now; c.rdl == 0 || left < int64(within/2) || left > int64(within) {
+		if err := c.arm(now, within); err != nil {
 			dc.err = err
 			return true
 		}

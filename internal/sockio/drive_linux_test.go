@@ -12,10 +12,19 @@ import (
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 )
 
-// driveFunc adapts a function to Driver.
-type driveFunc func(b *bufpool.Buffer) (bool, error)
+// testDriver is a Driver from a function and a fixed bound.
+type testDriver struct {
+	read   func(b *bufpool.Buffer) (bool, error)
+	within time.Duration
+}
 
-func (f driveFunc) DriveRead(b *bufpool.Buffer) (bool, error) { return f(b) }
+func (d *testDriver) DriveRead(b *bufpool.Buffer) (bool, error) { return d.read(b) }
+func (d *testDriver) DriveWait() time.Duration                 { return d.within }
+
+// driveFunc is a testDriver with the bound within.
+func driveFunc(within time.Duration, f func(b *bufpool.Buffer) (bool, error)) *testDriver {
+	return &testDriver{read: f, within: within}
+}
 
 func TestDriveStream(t *testing.T) {
 	client, server := tcpPair(t)
@@ -44,7 +53,7 @@ func TestDriveStream(t *testing.T) {
 	var got []byte
 	for i, size := range []int{7, 4096, 16<<10 + 9, 256 << 10} {
 		until := total * (i + 1) / 4
-		timedOut, err := c.Drive(pool, size, 10*time.Second, driveFunc(func(b *bufpool.Buffer) (bool, error) {
+		timedOut, err := c.Drive(pool, size, driveFunc(10*time.Second, func(b *bufpool.Buffer) (bool, error) {
 			if b.Len() == 0 || b.Len() > size {
 				t.Errorf("read of %d bytes with size %d", b.Len(), size)
 			}
@@ -94,7 +103,7 @@ func TestDriveNoLostWakeup(t *testing.T) {
 	got := 0
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Drive(pool, 1024, 10*time.Second, driveFunc(func(b *bufpool.Buffer) (bool, error) {
+		_, err := c.Drive(pool, 1024, driveFunc(10*time.Second, func(b *bufpool.Buffer) (bool, error) {
 			got += b.Len()
 			b.Free()
 			if got%4 != 0 {
@@ -131,7 +140,7 @@ func TestDriveWithin(t *testing.T) {
 	c := Wrap(server, true).(*Conn)
 	defer c.Close()
 	pool := bufpool.New(nil)
-	never := driveFunc(func(b *bufpool.Buffer) (bool, error) {
+	never := driveFunc(30*time.Millisecond, func(b *bufpool.Buffer) (bool, error) {
 		t.Errorf("DriveRead of %q on an idle socket", b.Bytes())
 		b.Free()
 		return false, nil
@@ -139,7 +148,7 @@ func TestDriveWithin(t *testing.T) {
 
 	// An idle socket: Drive gives up after the bound, holding nothing.
 	start := time.Now()
-	timedOut, err := c.Drive(pool, 64, 30*time.Millisecond, never)
+	timedOut, err := c.Drive(pool, 64, never)
 	if !timedOut || err != nil {
 		t.Fatalf("idle socket: Drive = %v, %v; want true, nil", timedOut, err)
 	}
@@ -167,7 +176,7 @@ func TestDriveWithin(t *testing.T) {
 		client.Write([]byte("late"))
 	}()
 	var got []byte
-	timedOut, err = c.Drive(pool, 64, time.Second, driveFunc(func(b *bufpool.Buffer) (bool, error) {
+	timedOut, err = c.Drive(pool, 64, driveFunc(time.Second, func(b *bufpool.Buffer) (bool, error) {
 		got = append(got, b.Bytes()...)
 		b.Free()
 		return len(got) < 4, nil
@@ -176,13 +185,32 @@ func TestDriveWithin(t *testing.T) {
 		t.Fatalf("after a stale deadline: Drive = %v, %v, read %q; want false, nil, %q", timedOut, err, got, "late")
 	}
 
+	// The bound is asked before every wait: one that grows while Drive
+	// runs (a connection's idle wait does) is the one the next wait uses.
+	client.Write([]byte("a"))
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		client.Write([]byte("b"))
+	}()
+	got = got[:0]
+	grows := &testDriver{within: 20 * time.Millisecond}
+	grows.read = func(b *bufpool.Buffer) (bool, error) {
+		got = append(got, b.Bytes()...)
+		b.Free()
+		grows.within = 10 * time.Second
+		return len(got) < 2, nil
+	}
+	if timedOut, err := c.Drive(pool, 64, grows); timedOut || err != nil || string(got) != "ab" {
+		t.Fatalf("a bound grown to 10s: Drive = %v, %v, read %q; want false, nil, %q", timedOut, err, got, "ab")
+	}
+
 	// Without a bound there is no deadline: a wait outlasts the ones above.
 	go func() {
 		time.Sleep(50 * time.Millisecond)
 		client.Write([]byte("plain"))
 	}()
 	got = got[:0]
-	if _, err := c.Drive(pool, 64, 0, driveFunc(func(b *bufpool.Buffer) (bool, error) {
+	if _, err := c.Drive(pool, 64, driveFunc(0, func(b *bufpool.Buffer) (bool, error) {
 		got = append(got, b.Bytes()...)
 		b.Free()
 		return len(got) < 5, nil
@@ -200,7 +228,7 @@ func TestDriveEnds(t *testing.T) {
 		defer c.Close()
 		client.Write([]byte("abc"))
 		errStop := errors.New("stop")
-		timedOut, err := c.Drive(pool, 64, 0, driveFunc(func(b *bufpool.Buffer) (bool, error) {
+		timedOut, err := c.Drive(pool, 64, driveFunc(0, func(b *bufpool.Buffer) (bool, error) {
 			b.Free()
 			return false, errStop
 		}))
@@ -215,7 +243,7 @@ func TestDriveEnds(t *testing.T) {
 		defer c.Close()
 		client.Write([]byte("last"))
 		var got []byte
-		_, err := c.Drive(pool, 64, 10*time.Second, driveFunc(func(b *bufpool.Buffer) (bool, error) {
+		_, err := c.Drive(pool, 64, driveFunc(10*time.Second, func(b *bufpool.Buffer) (bool, error) {
 			got = append(got, b.Bytes()...)
 			b.Free()
 			if len(got) == 4 {
@@ -240,7 +268,7 @@ func TestDriveEnds(t *testing.T) {
 			client.Close()
 			time.Sleep(20 * time.Millisecond) // both arrive before the first read
 			var got []byte
-			timedOut, err := c.Drive(pool, 64, within, driveFunc(func(b *bufpool.Buffer) (bool, error) {
+			timedOut, err := c.Drive(pool, 64, driveFunc(within, func(b *bufpool.Buffer) (bool, error) {
 				got = append(got, b.Bytes()...)
 				b.Free()
 				return true, nil
@@ -267,7 +295,7 @@ func TestDriveEnds(t *testing.T) {
 		var reads atomic.Int32
 		errc := make(chan error, 1)
 		go func() {
-			_, err := c.Drive(pool, 64, 0, driveFunc(func(b *bufpool.Buffer) (bool, error) {
+			_, err := c.Drive(pool, 64, driveFunc(0, func(b *bufpool.Buffer) (bool, error) {
 				reads.Add(1)
 				b.Free()
 				return true, nil
@@ -308,13 +336,13 @@ func TestDriveAllocs(t *testing.T) {
 	if _, err := client.Write(make([]byte, size*(runs+10))); err != nil {
 		t.Fatal(err)
 	}
-	var d driveFunc = func(b *bufpool.Buffer) (bool, error) {
+	d := driveFunc(time.Second, func(b *bufpool.Buffer) (bool, error) {
 		b.Free()
 		return false, nil
-	}
+	})
 	var derr error
 	allocs := testing.AllocsPerRun(runs, func() {
-		if _, err := c.Drive(pool, size, time.Second, d); err != nil {
+		if _, err := c.Drive(pool, size, d); err != nil {
 			derr = err
 		}
 	})
