@@ -19,7 +19,7 @@ type testDriver struct {
 }
 
 func (d *testDriver) DriveRead(b *bufpool.Buffer) (bool, error) { return d.read(b) }
-func (d *testDriver) DriveWait() time.Duration                 { return d.within }
+func (d *testDriver) DriveWait() time.Duration                  { return d.within }
 
 // driveFunc is a testDriver with the bound within.
 func driveFunc(within time.Duration, f func(b *bufpool.Buffer) (bool, error)) *testDriver {
