@@ -48,8 +48,7 @@ type ServerStream struct {
 	recvEOF bool
 	recvErr error
 
-	mu         sync.Mutex           // guards the fields below
-	fieldBuf   [8]hpack.HeaderField // response fields, used until WriteHeaders returns
+	mu         sync.Mutex // guards the fields below
 	header     metadata.MD
 	trailer    metadata.MD
 	headerSent bool
@@ -63,6 +62,16 @@ type ServerStream struct {
 	recvIn   bool // a receive is among users
 	released bool
 }
+
+// fieldBuf is the scratch a response's header or trailer fields are built
+// in, used until the engine has encoded them (WriteHeaders and
+// WriteTrailers return after that). It comes from fieldBufs for that long
+// rather than living in every call's ServerStream: 320 bytes less to
+// allocate, zero and collect per call (the garbage collector's work is a
+// visible part of a single call's CPU).
+type fieldBuf [8]hpack.HeaderField
+
+var fieldBufs = sync.Pool{New: func() any { return new(fieldBuf) }}
 
 // NewServerStream prepares a gRPC stream for a request ParseRequest
 // accepted. It must be called from h2conn.Handler.HandleStream (on the
@@ -218,14 +227,16 @@ func (s *ServerStream) sendHeaderLocked() error { return s.sendHeaderHoldLocked(
 // at once when hold (h2conn.Stream.WriteHeadersHold).
 func (s *ServerStream) sendHeaderHoldLocked(hold bool) error {
 	s.headerSent = true
-	fields := AppendResponseHeaders(s.fieldBuf[:0], s.Req.ContentSubtype, "", s.header)
+	fb := fieldBufs.Get().(*fieldBuf)
+	fields := AppendResponseHeaders(fb[:0], s.Req.ContentSubtype, "", s.header)
 	var err error
 	if hold {
 		err = s.st.WriteHeadersHold(fields)
 	} else {
 		err = s.st.WriteHeaders(fields, false)
 	}
-	clear(s.fieldBuf[:])
+	clear(fb[:])
+	fieldBufs.Put(fb)
 	if err != nil {
 		return StreamStatusError(s.ctx, err)
 	}
@@ -362,14 +373,15 @@ func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
 	// recvEOF is the receiver's: read it only when no receive runs. A
 	// receive that runs is woken by the reset below.
 	recvDone := !s.recvIn && s.recvEOF
-	fields := AppendTrailers(s.fieldBuf[:0], !s.headerSent, httpStatus, s.Req.ContentSubtype, st, s.trailer)
+	fb := fieldBufs.Get().(*fieldBuf)
+	fields := AppendTrailers(fb[:0], !s.headerSent, httpStatus, s.Req.ContentSubtype, st, s.trailer)
 	s.headerSent = true
 	s.mu.Unlock()
-	// fieldBuf is free to use outside mu now: finished is set, so no
-	// other method touches it. The deadline watcher checks finished under
-	// mu, so it does not reset st once it is released.
+	// The deadline watcher checks finished under mu, so it does not
+	// reset st once it is released.
 	err := s.st.WriteTrailers(fields)
-	clear(s.fieldBuf[:])
+	clear(fb[:])
+	fieldBufs.Put(fb)
 	if err == nil && !recvDone {
 		select {
 		case <-s.st.Done():
