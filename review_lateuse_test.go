@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -462,5 +463,66 @@ func TestClientStreamLateUse(t *testing.T) {
 		if err := s.RecvMsg(&r); err != io.EOF {
 			t.Errorf("live call end: %v", err)
 		}
+	}
+}
+
+// TestReviewRecvWhileHandlerReturns: a goroutine of a bidi handler that
+// keeps calling RecvMsg while the handler returns must neither crash nor
+// decode another call's message: the call's parser goes back to a pool
+// when the stream is released, and a receive stays a user of the stream
+// until its message is decoded, so the release waits for it.
+func TestReviewRecvWhileHandlerReturns(t *testing.T) {
+	var mismatches atomic.Int32
+	h := func(_ any, stream grpc.ServerStream) error {
+		var m testpb.SimpleRequest
+		if err := stream.RecvMsg(&m); err != nil {
+			return err
+		}
+		id := string(m.GetPayload().GetBody())
+		go func() {
+			for {
+				var m testpb.SimpleRequest
+				if err := stream.RecvMsg(&m); err != nil {
+					return
+				}
+				if got := string(m.GetPayload().GetBody()); got != id {
+					mismatches.Add(1)
+				}
+			}
+		}()
+		time.Sleep(time.Duration(len(id)%3) * 100 * time.Microsecond)
+		return nil
+	}
+	cc := reviewBidi(t, h)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 100 {
+				id := fmt.Sprintf("call-%d-%d", w, i)
+				s, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for range 20 {
+					if s.SendMsg(&testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte(id)}}) != nil {
+						break
+					}
+				}
+				s.CloseSend()
+				for {
+					var r testpb.SimpleResponse
+					if err := s.RecvMsg(&r); err != nil {
+						break
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := mismatches.Load(); n != 0 {
+		t.Fatalf("%d messages decoded by another call's receiver", n)
 	}
 }

@@ -43,8 +43,10 @@ type ServerStream struct {
 	mdOnce sync.Once
 	md     metadata.MD // built by IncomingMD from Req's pairs
 
-	// Receive side, owned by the goroutine calling RecvMsg.
-	parser  Parser
+	// Receive side, owned by the goroutine calling RecvMsg. The parser
+	// comes from parsers at Init and goes back when st is released, so
+	// that it is not part of every call's allocation; nil after.
+	parser  *Parser
 	recvEOF bool
 	recvErr error
 
@@ -73,6 +75,9 @@ type fieldBuf [8]hpack.HeaderField
 
 var fieldBufs = sync.Pool{New: func() any { return new(fieldBuf) }}
 
+// parsers holds the Parsers of released ServerStreams, zeroed.
+var parsers = sync.Pool{New: func() any { return new(Parser) }}
+
 // NewServerStream prepares a gRPC stream for a request ParseRequest
 // accepted. It must be called from h2conn.Handler.HandleStream (on the
 // reader), before the stream can end, so that a RST_STREAM from the client
@@ -93,6 +98,7 @@ func (s *ServerStream) Init(parent context.Context, st *h2conn.Stream, req Reque
 	if s.pool == nil {
 		s.pool = bufpool.Default()
 	}
+	s.parser = parsers.Get().(*Parser)
 	s.parser.MaxRecv = cfg.MaxRecv
 	s.parser.Pool = s.pool
 	s.Codec, _ = CodecFor(req.ContentSubtype)
@@ -148,9 +154,14 @@ func (s *ServerStream) leave(recv bool) {
 	}
 	s.mu.Unlock()
 	if last {
-		// No receive runs any more, and none starts: the parser is free.
-		s.parser.Close()
+		// No receive runs any more, and none starts (a receive stays a
+		// user until its message is decoded): the parser is free.
+		p := s.parser
+		s.parser = nil
+		p.Close()
 		s.st.Release()
+		*p = Parser{}
+		parsers.Put(p)
 	}
 }
 
@@ -298,25 +309,36 @@ func (s *ServerStream) sendMsg(m any, last bool) error {
 // RecvMsg receives the next message into m; io.EOF when the client
 // half-closed after its last message.
 func (s *ServerStream) RecvMsg(m any) error {
-	msg, err := s.recv()
+	if err := s.enterRecv(); err != nil {
+		return err
+	}
+	// A user until the message is decoded: it may be a view into the
+	// parser, which the last user's leave gives back.
+	defer s.leave(true)
+	msg, err := s.recvEntered()
 	if err != nil {
 		return err
 	}
 	return DecodeMessage(s.Codec, msg, s.Req.Encoding, m)
 }
 
-// recv returns the next message; the caller owns msg.Data.
-func (s *ServerStream) recv() (Message, error) {
+// enterRecv registers the caller as a receiving user (see leave), or
+// returns why it cannot receive: an earlier receive error, or the end of
+// the call.
+func (s *ServerStream) enterRecv() error {
 	if s.recvErr != nil {
-		return Message{}, s.recvErr
+		return s.recvErr
 	}
 	s.mu.Lock()
 	err := s.enterLocked(true)
 	s.mu.Unlock()
-	if err != nil {
-		return Message{}, err
-	}
-	defer s.leave(true)
+	return err
+}
+
+// recvEntered returns the next message (the caller owns msg.Data) to a
+// caller registered as a receiving user (enterRecv), who leaves after it
+// is done with the message.
+func (s *ServerStream) recvEntered() (Message, error) {
 	for {
 		msg, ok, err := s.parser.Next()
 		if err != nil {
@@ -483,7 +505,11 @@ func rejectPlain(st *h2conn.Stream, rej *Reject) {
 // SkipMsg receives the next message and drops it: nil when there was one,
 // io.EOF at the end of the request, or the receive error.
 func (s *ServerStream) SkipMsg() error {
-	msg, err := s.recv()
+	if err := s.enterRecv(); err != nil {
+		return err
+	}
+	defer s.leave(true)
+	msg, err := s.recvEntered()
 	if err != nil {
 		return err
 	}
@@ -493,5 +519,5 @@ func (s *ServerStream) SkipMsg() error {
 
 // recvPayload returns the stream's next payload for the parser (nextPayload).
 func (s *ServerStream) recvPayload() (*bufpool.Buffer, error) {
-	return nextPayload(&s.parser, s.st)
+	return nextPayload(s.parser, s.st)
 }
