@@ -206,31 +206,37 @@ func TestReviewSendAfterHandlerReturn(t *testing.T) {
 		time.Sleep(time.Duration(len(body)%3) * 100 * time.Microsecond)
 		return nil
 	}
-	cc := reviewBidi(t, h)
+	bidiCalls(t, reviewBidi(t, h), func(s grpc.ClientStream, id string) {
+		sendBody(t, s, id)
+		s.CloseSend()
+		for {
+			var r testpb.SimpleResponse
+			if err := s.RecvMsg(&r); err != nil {
+				break
+			}
+			if got := string(r.GetPayload().GetBody()); got != id {
+				t.Errorf("call %s received %q (another call's message)", id, got)
+				return
+			}
+		}
+	})
+}
+
+// bidiCalls runs 4 workers of 100 bidi calls each on cc, each call with an
+// id of its own, and waits for them.
+func bidiCalls(t *testing.T, cc *leangrpc.ClientConn, call func(s grpc.ClientStream, id string)) {
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range 100 {
-				id := fmt.Sprintf("call-%d-%d", w, i)
 				s, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				sendBody(t, s, id)
-				s.CloseSend()
-				for {
-					var r testpb.SimpleResponse
-					if err := s.RecvMsg(&r); err != nil {
-						break
-					}
-					if got := string(r.GetPayload().GetBody()); got != id {
-						t.Errorf("call %s received %q (another call's message)", id, got)
-						return
-					}
-				}
+				call(s, fmt.Sprintf("call-%d-%d", w, i))
 			}
 		}()
 	}
@@ -493,35 +499,20 @@ func TestReviewRecvWhileHandlerReturns(t *testing.T) {
 		time.Sleep(time.Duration(len(id)%3) * 100 * time.Microsecond)
 		return nil
 	}
-	cc := reviewBidi(t, h)
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 100 {
-				id := fmt.Sprintf("call-%d-%d", w, i)
-				s, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				for range 20 {
-					if s.SendMsg(&testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte(id)}}) != nil {
-						break
-					}
-				}
-				s.CloseSend()
-				for {
-					var r testpb.SimpleResponse
-					if err := s.RecvMsg(&r); err != nil {
-						break
-					}
-				}
+	bidiCalls(t, reviewBidi(t, h), func(s grpc.ClientStream, id string) {
+		for range 20 {
+			if s.SendMsg(&testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte(id)}}) != nil {
+				break
 			}
-		}()
-	}
-	wg.Wait()
+		}
+		s.CloseSend()
+		for {
+			var r testpb.SimpleResponse
+			if err := s.RecvMsg(&r); err != nil {
+				break
+			}
+		}
+	})
 	if n := mismatches.Load(); n != 0 {
 		t.Fatalf("%d messages decoded by another call's receiver", n)
 	}

@@ -367,10 +367,10 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 
 // rpc holds everything one call needs on the server, allocated together
 // (744 bytes, the 768-byte size class; the receive side's Parser and the
-// response fields' scratch come from pools for as long as they are used). It is the handler's context too (see
-// Value): its cancelable part is the ServerStream's CallContext, its
-// values the metadata, the transport stream (the rpc itself, as
-// transportStream) and the connection's.
+// response fields' scratch come from pools for as long as they are used).
+// It is the handler's context too (see Value): its cancelable part is the
+// ServerStream's CallContext, its values the metadata, the transport
+// stream (the rpc itself, as transportStream) and the connection's.
 type rpc struct {
 	srv     *Server
 	ss      grpcwire.ServerStream

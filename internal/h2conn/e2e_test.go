@@ -153,6 +153,13 @@ func echoExchange(t testing.TB, c *Conn, pool *bufpool.Pool, payload []byte) (*S
 	if err := s.WriteData(pool.Copy(payload), true); err != nil {
 		t.Fatalf("WriteData: %v", err)
 	}
+	return s, recvEcho(t, s)
+}
+
+// recvEcho reads echoHandler's response on s: a 200 and the body to its
+// end, which it returns.
+func recvEcho(t testing.TB, s *Stream) []byte {
+	t.Helper()
 	h, end, err := s.RecvHeaders()
 	if err != nil || end || len(h) == 0 || h[0].Value != "200" {
 		t.Fatalf("RecvHeaders: %v %v %v", h, end, err)
@@ -169,7 +176,7 @@ func echoExchange(t testing.TB, c *Conn, pool *bufpool.Pool, payload []byte) (*S
 		got = append(got, b.Bytes()...)
 		b.Free()
 	}
-	return s, got
+	return got
 }
 
 func TestEcho(t *testing.T) {
