@@ -14,6 +14,7 @@ import (
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/h2test"
 	"github.com/leangrpc/leangrpc/internal/sockio"
 )
 
@@ -393,25 +394,12 @@ func newAsyncPair(t *testing.T, ccfg, scfg Config) (p *pair, ended chan struct{}
 	pool := bufpool.New(nil)
 	ccfg.Pool, scfg.Pool = pool, pool
 	ccfg.PooledReads, scfg.PooledReads = true, true
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ch := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		ch <- c
-	}()
-	cn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sn := <-ch
+	cn, sn := h2test.TCPPair(t)
 	p = &pair{pool: pool}
 	p.server = NewServerConn(sn, scfg, echoHandler(t, pool))
 	ended = make(chan struct{})
 	go p.server.ServeAsync(func() { close(ended) })
+	var err error
 	p.client, err = NewClientConn(cn, ccfg)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package h2conn_test
 
 import (
 	"errors"
-	"net"
 	"runtime"
 	"strings"
 	"testing"
@@ -73,22 +72,9 @@ func drivenServer(t *testing.T) (*h2test.Peer, chan error) {
 	h2test.CheckGoroutines(t)
 	pool := bufpool.New(nil)
 	h2test.CheckPool(t, pool)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	cn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cn, sn := h2test.TCPPair(t)
 	streams := make(chan *h2conn.Stream, 8)
-	conn := h2conn.NewServerConn(<-accepted, h2conn.Config{Pool: pool, PooledReads: true},
+	conn := h2conn.NewServerConn(sn, h2conn.Config{Pool: pool, PooledReads: true},
 		h2conn.HandlerFunc(func(s *h2conn.Stream) { streams <- s }))
 	served := make(chan error, 1)
 	go func() { served <- conn.Serve() }()

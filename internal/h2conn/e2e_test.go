@@ -14,6 +14,7 @@ import (
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/h2test"
 	"github.com/leangrpc/leangrpc/internal/hpack"
 )
 
@@ -74,21 +75,7 @@ func newPair(t testing.TB, ccfg, scfg Config, h func(pool *bufpool.Pool) Handler
 	ccfg.Pool, scfg.Pool = pool, pool
 	var cn, sn net.Conn
 	if tcp {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		ch := make(chan net.Conn, 1)
-		go func() {
-			c, _ := ln.Accept()
-			ch <- c
-		}()
-		cn, err = net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		sn = <-ch
+		cn, sn = h2test.TCPPair(t)
 		scfg.PooledReads, ccfg.PooledReads = true, true
 	} else {
 		cn, sn = net.Pipe()

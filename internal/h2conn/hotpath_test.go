@@ -3,7 +3,6 @@ package h2conn
 import (
 	"context"
 	"io"
-	"net"
 	"runtime"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/h2test"
 )
 
 // finishStream sends END_STREAM on s and reads the echo to its end.
@@ -89,21 +89,7 @@ func TestStreamFreeListBusyAndIdle(t *testing.T) {
 func TestCorkBatchesConcurrentSenders(t *testing.T) {
 	g := runtime.NumGoroutine()
 	pool := bufpool.New(nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ch := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		ch <- c
-	}()
-	raw, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sn := <-ch
+	raw, sn := h2test.TCPPair(t)
 	cc := &countConn{Conn: raw}
 	srv := NewServerConn(sn, Config{Pool: pool}, echoHandler(t, pool))
 	serveErr := make(chan error, 1)
