@@ -362,7 +362,26 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 		r.ss.SetContext(r)
 	}
 	s.handlers.Add(1)
+	if s.isUnary(req.Method) && st.RunInline(r.handle) {
+		// The reader runs the handler itself once the request is in,
+		// if the call is the connection's only one (h2conn's lend.go).
+		return
+	}
 	go r.handle()
+}
+
+// isUnary reports whether method names a registered unary method.
+func (s *Server) isUnary(method string) bool {
+	service, name, ok := grpcwire.SplitMethod(method)
+	if !ok {
+		return false
+	}
+	info := s.services[service]
+	if info == nil {
+		return false
+	}
+	_, ok = info.methods[name]
+	return ok
 }
 
 // rpc holds everything one call needs on the server, allocated together

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
+	"github.com/leangrpc/leangrpc/internal/h2conn"
 	"github.com/leangrpc/leangrpc/internal/sockio"
 )
 
@@ -246,8 +247,10 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 	}
 	if sts[0].client.name != stackGrpc || sts[0].server.name != stackGrpc {
 		// leangrpc's one process-wide idle waiter starts with the first
-		// connection that goes idle, and stays: not a leak of this run.
+		// connection that goes idle, and its lend watcher with the first
+		// lone call; both stay: not a leak of this run.
 		sockio.StartIdlePoller()
+		h2conn.StartLendWatcher()
 	}
 	g0 := runtime.NumGoroutine()
 	fig, err := r.measureThroughput(sts[0], cfg)

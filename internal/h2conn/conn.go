@@ -59,7 +59,7 @@ type Conn struct {
 	slotFree        chan struct{} // closed when a local stream slot frees; nil when nobody waits
 	goAwayDebug     string        // debug data of the queued GOAWAY
 	peerGoAwayDebug string        // its debug data
-	lastPingAt      time.Time
+	lastPingAt      int64         // unix nanoseconds of the peer's last PING; 0: none yet
 	// bdp is the BDP estimator, made once a stream window's worth of DATA
 	// arrived (bdpBytes counts it until then), so that connections of
 	// small calls never hold one.
@@ -108,6 +108,14 @@ type Conn struct {
 	// idleCredit sets the reader's idle wait (see minIdleReadWait). Written
 	// under mu by the reader, which alone may read it without.
 	idleCredit uint8
+
+	// The read role (lend.go). lendState: see there. parked counts the
+	// goroutines parked in waitRecvLocked or waitSendLocked (guarded by
+	// mu); inline is the stream whose RunInline function waits for the
+	// batch to end (owned by the role's holder).
+	lendState atomic.Uint32
+	parked    int32
+	inline    *Stream
 }
 
 // peerSettings are the peer's SETTINGS as last received.
@@ -533,6 +541,7 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 			case timedOut:
 				continue
 			case err != nil:
+				c.flushInline()
 				if cerr, ok := err.(*Error); ok {
 					return cerr, false
 				}
@@ -545,27 +554,22 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 		}
 		f, err := c.fr.ReadFrame()
 		if err == h2frame.ErrWouldBlock && rn != nil {
+			c.flushInline()
 			if c.goIdle(rn) {
 				return nil, true
 			}
 			rn = nil
 			continue
 		}
-		if err != nil {
-			var se h2frame.StreamError
-			if !errors.As(err, &se) {
-				return c.readError(err), false
-			}
-			if cerr := c.onStreamError(se); cerr != nil {
-				return cerr, false
-			}
-		} else {
-			if cerr := c.dispatch(f); cerr != nil {
-				return cerr, false
-			}
+		if cerr := c.handleRead(f, err); cerr != nil {
+			c.flushInline()
+			return cerr, false
 		}
 		if c.fr.Buffered() < h2frame.HeaderLen {
 			lone = c.afterReads()
+			if c.settleBatch(lone) {
+				return nil, true
+			}
 		}
 	}
 }
@@ -587,33 +591,32 @@ func (c *Conn) goIdle(rn readableNotifier) bool {
 
 // afterReads is the reader's work once the frames of the bytes read so far
 // are dispatched, before it goes back to the socket. It reports whether at
-// most one stream is open.
+// most one stream is open; the caller then yields or lends its role
+// (settleBatch).
 func (c *Conn) afterReads() (lone bool) {
-	if c.keepaliveOn {
-		// Once per read rather than per frame: keepalive needs no finer
-		// clock (time.Now per frame was 1.4% of streaming ×120's CPU).
-		c.lastRead.Store(timeNow().UnixNano())
-	}
+	c.stampRead()
 	c.mu.Lock()
-	if c.fr.IdleWait() > 0 {
-		c.creditIdleLocked(1) // a read that found bytes
-	}
+	c.creditReadLocked()
 	c.kickLocked()
 	lone = c.numLocal+c.numPeer <= 1
 	c.mu.Unlock()
-	if lone {
-		// About to go to the socket with at most one stream open: let
-		// what the frames just read made runnable (the caller waiting for
-		// its response, the handler of a new request) run now on this P.
-		// Otherwise it waits for this read, which on a lone call mostly
-		// finds the socket empty and parks, or is stolen by another P
-		// after the runtime's grace for a running P, waking an idle
-		// thread to do it. leanbench unary ×1: 28 → 24 CPU-µs per call.
-		// With more streams the reader keeps reading (yielding there cost
-		// streaming ×120 a tenth of its throughput).
-		runtime.Gosched()
-	}
 	return lone
+}
+
+// stampRead records a read for keepalive: once per read rather than per
+// frame, since keepalive needs no finer clock (time.Now per frame was 1.4%
+// of streaming ×120's CPU).
+func (c *Conn) stampRead() {
+	if c.keepaliveOn {
+		c.lastRead.Store(timeNow().UnixNano())
+	}
+}
+
+// creditReadLocked credits the idle wait with a read that found bytes.
+func (c *Conn) creditReadLocked() {
+	if c.fr.IdleWait() > 0 {
+		c.creditIdleLocked(1)
+	}
 }
 
 // driveSource is implemented by sockio.Conn on Linux: reads driven from
@@ -646,22 +649,17 @@ func (d *connDriver) DriveRead(b *bufpool.Buffer) (bool, error) {
 		if err == h2frame.ErrWouldBlock {
 			break
 		}
-		if err != nil {
-			var se h2frame.StreamError
-			if !errors.As(err, &se) {
-				return false, c.readError(err)
-			}
-			if cerr := c.onStreamError(se); cerr != nil {
-				return false, cerr
-			}
-			continue
-		}
-		goAway = goAway || f.Header().Type == h2frame.TypeGoAway
-		if cerr := c.dispatch(f); cerr != nil {
+		goAway = goAway || err == nil && f.Header().Type == h2frame.TypeGoAway
+		if cerr := c.handleRead(f, err); cerr != nil {
+			c.flushInline()
 			return false, cerr
 		}
 	}
-	if c.afterReads() || goAway {
+	c.flushInline() // Drive runs nothing inline: RunInline is for lone calls
+	if lone := c.afterReads(); lone || goAway {
+		if lone {
+			runtime.Gosched() // as settleBatch does
+		}
 		// A lone call: back to ReadFrame, whose first read after the
 		// yield in afterReads mostly finds the socket empty. Parking here
 		// instead, without that read, cut leanbench unary ×1's p50 by
@@ -674,6 +672,20 @@ func (d *connDriver) DriveRead(b *bufpool.Buffer) (bool, error) {
 		return false, nil
 	}
 	return true, nil
+}
+
+// handleRead dispatches the frame a read returned, or handles the read's
+// error: a stream error resets its stream, any other error is the
+// connection's, which it returns.
+func (c *Conn) handleRead(f h2frame.Frame, err error) *Error {
+	if err == nil {
+		return c.dispatch(f)
+	}
+	var se h2frame.StreamError
+	if !errors.As(err, &se) {
+		return c.readError(err)
+	}
+	return c.onStreamError(se)
 }
 
 func (c *Conn) dispatch(f h2frame.Frame) *Error {
@@ -1048,6 +1060,10 @@ func (c *Conn) fail(err *Error) {
 	}
 	c.fw.Close()
 	c.nc.Close()
+	if c.takeLent(lendReader) {
+		// Nobody reads: a reader finds the closed socket and finishes.
+		go c.runReader()
+	}
 	for _, h := range hooks {
 		h.fn(h.err)
 	}

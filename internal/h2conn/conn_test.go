@@ -304,7 +304,7 @@ func TestPingPolicy(t *testing.T) {
 	// Without streams and not permitted: two hours apply.
 	c.numPeer = 0
 	base := t0.Add(time.Hour)
-	c.lastPingAt = base
+	c.lastPingAt = base.UnixNano()
 	for i := 1; i <= 3; i++ {
 		c.pingPolicyLocked(base.Add(time.Duration(i) * 10 * time.Minute))
 	}
@@ -371,6 +371,29 @@ func TestIdleGoroutines(t *testing.T) {
 	waitGoroutines(t, g+1) // the Serve goroutine (the test's)
 	p.close(t)
 	checkLeaks(t, p.pool, g)
+}
+
+// waitIdleReaders waits until at most n goroutines run and no goroutine
+// holds the read role of conns: no caller reads for itself (lend.go), so
+// no reader runs either.
+func waitIdleReaders(t *testing.T, n int, conns ...*Conn) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		idle := runtime.NumGoroutine() <= n
+		for _, c := range conns {
+			idle = idle && c.lendState.Load()&lendKinds == lendReader
+		}
+		if idle {
+			return
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("%d goroutines, want at most %d, with no read role held\n%s", runtime.NumGoroutine(), n, buf)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // waitGoroutines waits until at most n goroutines run.
@@ -924,8 +947,10 @@ func TestIdleWithOpenStreamsHoldsNothing(t *testing.T) {
 		streams = append(streams, s)
 	}
 	// The server's echo handlers wait for the ends of the requests: two
-	// goroutines, and no reader on either side once both went idle.
-	waitGoroutines(t, g+2)
+	// goroutines, and no reader on either side once both went idle. (A
+	// handler may read for itself for a while first, lend.go: the role is
+	// then lendCaller, and the reader it hands over to goes idle in turn.)
+	waitIdleReaders(t, g+2, p.client, p.server)
 	for _, c := range []*Conn{p.client, p.server} {
 		c.mu.Lock() // the gone reader's last use of fr came before its last Unlock
 		rb, sc := c.fr.HoldsReadBuffer(), c.fr.HoldsScratch()

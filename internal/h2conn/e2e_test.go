@@ -509,7 +509,7 @@ func TestNoBDPPingsOnSmallRPCs(t *testing.T) {
 		roundTrip(t, p.client, p.pool, make([]byte, 1000))
 	}
 	p.server.mu.Lock()
-	pinged := !p.server.lastPingAt.IsZero()
+	pinged := p.server.lastPingAt != 0
 	p.server.mu.Unlock()
 	if pinged {
 		t.Error("the client pinged during small RPCs")

@@ -59,20 +59,20 @@ func (c *Conn) onPing(f *h2frame.PingFrame) *Error {
 // "too_many_pings". Sending HEADERS or DATA forgives the strikes.
 func (c *Conn) pingPolicyLocked(now time.Time) *Error {
 	last := c.lastPingAt
-	c.lastPingAt = now
+	c.lastPingAt = now.UnixNano()
 	if c.resetStrikes {
 		c.resetStrikes = false
 		c.pingStrikes = 0
 		return nil
 	}
-	if last.IsZero() {
+	if last == 0 {
 		return nil
 	}
 	minGap := c.cfg.PingMinTime
 	if c.numPeer == 0 && !c.cfg.PingPermitWithoutStream {
 		minGap = pingWithoutStreamMinTime
 	}
-	if minGap > 0 && now.Sub(last) < minGap {
+	if minGap > 0 && time.Duration(now.UnixNano()-last) < minGap {
 		c.pingStrikes++
 	}
 	if c.pingStrikes > maxPingStrikes {

@@ -68,8 +68,9 @@ type Stream struct {
 	// engine-lock round trips.
 	eofSeen      atomic.Bool
 	recvWaiting  bool
-	gotHeaders   bool // client: response headers arrived
-	trailersOnly bool // client: the response headers ended the stream
+	inlineFn     func() // RunInline's function, while pending (Conn.inline)
+	gotHeaders   bool   // client: response headers arrived
+	trailersOnly bool   // client: the response headers ended the stream
 
 	hdrs []hpack.HeaderField // request (server) or response (client) headers
 	trls []hpack.HeaderField
@@ -112,12 +113,24 @@ func (s *Stream) WatchCancel(done <-chan struct{}) {
 // stream is canceled), with mu released meanwhile; called and returns with
 // mu held. The caller re-checks what it waits for.
 func (s *Stream) waitRecvLocked() {
+	c := s.conn
+	if isLent(c.lendState.Load()) && c.takeLent(lendCaller) {
+		// The reader lent its role (lend.go): read for ourselves.
+		c.mu.Unlock()
+		c.readAsCaller()
+		c.mu.Lock()
+		return
+	}
 	s.recvWaiting = true
+	c.parked++
 	done := s.cancel
-	s.conn.mu.Unlock()
+	c.mu.Unlock()
 	s.park(s.recvCh, done)
-	s.conn.mu.Lock()
-	s.recvWaiting = false
+	c.mu.Lock()
+	if s.recvWaiting { // woken by done, not by signalRecv
+		s.recvWaiting = false
+		c.parked--
+	}
 }
 
 func (s *Stream) park(ch chan struct{}, done <-chan struct{}) {
@@ -192,8 +205,13 @@ func (c *Conn) newStreamLocked(id uint32, local bool) *Stream {
 	return s
 }
 
+// signalRecv wakes the stream's parked receiver, which from now on no
+// longer counts as waiting for frames (Conn.parked): the reader may lend
+// its role at the end of the batch that woke it (lend.go).
 func (s *Stream) signalRecv() {
 	if s.recvWaiting {
+		s.recvWaiting = false
+		s.conn.parked--
 		select {
 		case s.recvCh <- struct{}{}:
 		default:
@@ -280,6 +298,10 @@ func (c *Conn) streamClosedLocked(s *Stream) {
 		} else {
 			c.numPeer--
 			c.rememberClosedLocked(s.id)
+			if c.numPeer == 0 {
+				// The next request needs a reader (lend.go).
+				c.reclaimFreeLocked()
+			}
 		}
 	}
 	if s.done != nil && !s.doneFired {
@@ -388,6 +410,7 @@ func (c *Conn) newStreamWatch(ctx context.Context, fields []hpack.HeaderField, e
 			c.slotFree = make(chan struct{})
 		}
 		ch := c.slotFree
+		c.ensureReaderLocked() // streams end by frames from the peer
 		c.mu.Unlock()
 		select {
 		case <-ch:
@@ -433,10 +456,13 @@ func (s *Stream) waitSendLocked() error {
 			continue
 		}
 		s.sendWaiting = true
+		c.parked++
+		c.ensureReaderLocked() // a window update may be what it waits for
 		done := s.cancel
 		c.mu.Unlock()
 		s.park(s.sendCh, done)
 		c.mu.Lock()
+		c.parked--
 		s.sendWaiting = false
 		if s.handoff {
 			s.handoff = false

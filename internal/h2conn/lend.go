@@ -1,0 +1,363 @@
+package h2conn
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+)
+
+// Lending the read role.
+//
+// A connection with at most one stream open spends most of a call's CPU
+// handing frames from its reader goroutine to the goroutine that waits
+// for them: the reader wakes, reads, wakes the caller (or starts the
+// handler) and goes back to the socket, where it mostly finds nothing and
+// parks. A raw TCP echo measured the hand-offs at ~5 CPU-µs per round
+// trip, a fifth of a leangrpc unary call. So such a connection lends its
+// read role instead:
+//
+//   - a client's reader, after a batch that leaves at most one stream open
+//     and nobody parked waiting for frames, lends the role and returns; the
+//     next caller to wait for its response (Stream.waitRecvLocked) takes
+//     it and reads the socket itself, then lends it again;
+//   - a server's reader runs a unary handler itself (Stream.RunInline) when
+//     the request is complete and no other stream is open, lending the
+//     role for as long as the handler runs, and takes it back after;
+//   - a server's reader, after a batch that leaves one stream open whose
+//     handler runs on its own goroutine (a streaming call), lends the role
+//     as a client's does, so that the handler reads for itself; when that
+//     stream ends, the role goes back to a reader goroutine, which waits
+//     for the next request (reclaimFreeLocked).
+//
+// A lent role must not stay unused: the peer may send a PING, a GOAWAY or
+// a new stream while nobody reads, and a handler may run for long. One
+// process-wide watcher goroutine looks every lendTick at the connections
+// that lent their role (and parks while none has): a role lent for a
+// whole tick goes to a new reader goroutine. A timer per lend would cost
+// more than the hand-off it saves: resetting one that fires before the
+// runtime's sleeping poller wakes that poller every time. A caller reading
+// the socket cannot see its context end, so it reads under a bound of
+// callerReadWait (the read deadline of the reader's idle wait, re-armed
+// once per half bound): when no frame came by then it gives the role to a
+// reader goroutine and waits as any other caller.
+//
+// The role's state is one word, Conn.lendState: in its low two bits who
+// holds the role, lendReader (a reader goroutine, or nobody needs it: the
+// connection is idle in OnReadable, or ended), lendFree (lent, nobody
+// reads), lendInline (lent, nobody reads, by a reader running a handler,
+// which takes it back after) or lendCaller (a caller reads); lendWatched
+// when the connection is in the watcher's list; above, the watcher's epoch
+// at the last change.
+const (
+	lendReader  = 0
+	lendFree    = 1
+	lendCaller  = 2
+	lendInline  = 3
+	lendKinds   = 3
+	lendWatched = 4
+	epochShift  = 3
+	epochMask   = 1<<(32-epochShift) - 1
+	lendTick    = time.Millisecond
+	// callerReadWait bounds a caller's read, and so how late it sees its
+	// context end: between half of it and all of it.
+	callerReadWait = time.Millisecond
+)
+
+// lendWatch is the watcher's state.
+var lendWatch lendWatcher
+
+type lendWatcher struct {
+	mu      sync.Mutex
+	conns   []*Conn       // connections that lent their role since the last look; guarded by mu
+	looking bool          // the watcher goroutine is looking (not parked); guarded by mu
+	wake    chan struct{} // wakes a parked watcher; made with the goroutine
+	start   sync.Once
+	epoch   atomic.Uint32
+}
+
+// StartLendWatcher starts the watcher goroutine now rather than at the
+// first lend. It stays for the life of the process, parked while no
+// connection lends its role; goroutine leak checks call this before
+// taking their baseline.
+func StartLendWatcher() {
+	lendWatch.start.Do(func() {
+		lendWatch.wake = make(chan struct{}, 1)
+		go runLendWatch()
+	})
+}
+
+// setLend sets who holds the role, stamped with the current epoch and
+// keeping the watched bit, when the state is still from; false when
+// another goroutine changed it first.
+func (c *Conn) setLend(from, kind uint32) bool {
+	to := (lendWatch.epoch.Load()&epochMask)<<epochShift | from&lendWatched | kind
+	return c.lendState.CompareAndSwap(from, to)
+}
+
+// lendLocked lends the read role as kind (lendFree or lendInline): the
+// goroutine calling it (which holds the role) must then leave the socket
+// and the frame reader alone until it takes the role back. Called with mu
+// held, so that a receiver deciding under mu whether to park
+// (waitRecvLocked) sees either the lent role or the reader.
+func (c *Conn) lendLocked(kind uint32) {
+	for {
+		v := c.lendState.Load()
+		if v&lendWatched == 0 {
+			// Into the watcher's list first; a watcher that drops c
+			// meanwhile clears the bit again and c goes in anew.
+			if c.lendState.CompareAndSwap(v, v|lendWatched) {
+				watchLend(c)
+			}
+			continue
+		}
+		if c.setLend(v, kind) {
+			return
+		}
+	}
+}
+
+// giveBack sets the role to lendReader from the holder's own state (a
+// caller's, or a lender's that took it back): nobody else changes the
+// state meanwhile but the watcher, which only clears the watched bit.
+func (c *Conn) giveBack() {
+	for {
+		v := c.lendState.Load()
+		if c.setLend(v, lendReader) {
+			return
+		}
+	}
+}
+
+// isLent reports whether state v is a lent role.
+func isLent(v uint32) bool { return v&lendKinds == lendFree || v&lendKinds == lendInline }
+
+// takeLent takes a lent role for kind (lendCaller, or lendReader for a
+// reader goroutine); false when the role was not lent.
+func (c *Conn) takeLent(kind uint32) bool {
+	v := c.lendState.Load()
+	return isLent(v) && c.setLend(v, kind)
+}
+
+// ensureReaderLocked starts a reader goroutine if the role is lent, before
+// a wait that only frames from the peer can end (a window update, a stream
+// slot) and that no caller reads for.
+func (c *Conn) ensureReaderLocked() {
+	if isLent(c.lendState.Load()) && c.takeLent(lendReader) {
+		go c.runReader()
+	}
+}
+
+// reclaimFreeLocked starts a reader goroutine if the role was lent by a
+// reader that left (lendFree): a server whose last stream ended.
+func (c *Conn) reclaimFreeLocked() {
+	v := c.lendState.Load()
+	if v&lendKinds == lendFree && c.setLend(v, lendReader) {
+		go c.runReader()
+	}
+}
+
+// mayLendLocked reports whether the role's holder may lend it after a
+// batch: the connection can go idle (the reader has an idle bound, so a
+// caller's read ends by the watcher's interrupt as by that bound; tests in
+// synctest bubbles keep the reader, as the watcher would cross bubbles),
+// at most one stream is open and nobody is parked waiting for frames.
+func (c *Conn) mayLendLocked() bool {
+	return shareTimers && c.fr.IdleWait() > 0 && !c.closing && c.numLocal+c.numPeer <= 1 && c.parked == 0
+}
+
+// watchLend adds c to the watcher's connections, starting the watcher.
+func watchLend(c *Conn) {
+	StartLendWatcher()
+	w := &lendWatch
+	w.mu.Lock()
+	w.conns = append(w.conns, c)
+	if !w.looking {
+		w.looking = true
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	w.mu.Unlock()
+}
+
+// runLendWatch is the watcher goroutine.
+func runLendWatch() {
+	w := &lendWatch
+	for {
+		<-w.wake
+		for w.look() {
+		}
+	}
+}
+
+// look waits a tick and looks at the watched connections; false once none
+// is left.
+func (w *lendWatcher) look() bool {
+	time.Sleep(lendTick)
+	now := w.epoch.Add(1) & epochMask
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keep := w.conns[:0]
+	for _, c := range w.conns {
+		if lookAtLent(c, now) {
+			keep = append(keep, c)
+		}
+	}
+	clear(w.conns[len(keep):])
+	w.conns = keep
+	if len(keep) == 0 {
+		w.looking = false
+		return false
+	}
+	return true
+}
+
+// lookAtLent is the watcher's look at c at epoch now: it reports whether
+// to keep watching c.
+func lookAtLent(c *Conn, now uint32) bool {
+	v := c.lendState.Load()
+	if v&lendKinds == lendReader {
+		// Held by a reader goroutine: stop watching, unless a lend
+		// changed the state meanwhile.
+		return !c.lendState.CompareAndSwap(v, v&^lendWatched)
+	}
+	if (now-v>>epochShift)&epochMask < 2 {
+		return true // not yet a whole tick
+	}
+	if isLent(v) && c.setLend(v, lendReader) {
+		go c.runReader()
+	}
+	return true
+}
+
+// readAsCaller reads and dispatches one batch of frames on the goroutine
+// of a caller that took the lent role (waitRecvLocked), then lends the
+// role again, or starts a reader goroutine when the connection is no
+// longer lone or the read gave up (the idle bound, or the watcher's
+// interrupt). Called without mu.
+func (c *Conn) readAsCaller() {
+	c.fr.SetIdleWait(callerReadWait)
+	for {
+		f, err := c.fr.ReadFrame()
+		if err == h2frame.ErrWouldBlock {
+			c.flushInline()
+			c.fr.SetIdleWait(c.idleWait())
+			c.giveBack()
+			go c.runReader()
+			return
+		}
+		if cerr := c.handleRead(f, err); cerr != nil {
+			c.endAsCaller(cerr)
+			return
+		}
+		if c.fr.Buffered() < h2frame.HeaderLen {
+			break
+		}
+	}
+	c.flushInline()
+	c.stampRead()
+	c.fr.SetIdleWait(c.idleWait())
+	c.mu.Lock()
+	c.creditReadLocked()
+	c.kickLocked()
+	if c.mayLendLocked() && (c.role == RoleClient || c.numPeer == 1) {
+		c.lendLocked(lendFree)
+		c.mu.Unlock()
+		return
+	}
+	c.giveBack()
+	c.mu.Unlock()
+	go c.runReader()
+}
+
+// endAsCaller ends the connection from a caller holding the read role, as
+// the reader goroutine would.
+func (c *Conn) endAsCaller(err *Error) {
+	c.flushInline()
+	c.fr.SetIdleWait(c.idleWait())
+	c.giveBack()
+	c.end(err)
+}
+
+// RunInline asks the connection's reader to run fn itself once the frames
+// of the current read are dispatched, if s's request is complete by then
+// and no other stream is open; otherwise fn runs on a new goroutine then.
+// The server's HandleStream calls it, on the reader, for a unary method. It
+// reports false when the reader cannot take fn (it cannot lend its role,
+// or holds another): the caller then starts its goroutine itself.
+func (s *Stream) RunInline(fn func()) bool {
+	c := s.conn
+	if !shareTimers || c.fr.IdleWait() == 0 || c.inline != nil {
+		return false
+	}
+	c.inline, s.inlineFn = s, fn
+	return true
+}
+
+// takeInline returns the pending RunInline stream and function.
+func (c *Conn) takeInline() (*Stream, func()) {
+	s := c.inline
+	if s == nil {
+		return nil, nil
+	}
+	fn := s.inlineFn
+	c.inline, s.inlineFn = nil, nil
+	return s, fn
+}
+
+// flushInline starts the pending RunInline function on a goroutine of its
+// own; for every exit of a batch that does not run it inline.
+func (c *Conn) flushInline() {
+	if _, fn := c.takeInline(); fn != nil {
+		go fn()
+	}
+}
+
+// settleBatch is the reader's step after a batch of frames read through
+// ReadFrame, before it goes back to the socket: it runs a pending inline
+// handler, or lends the role of a lone client, or yields on a lone
+// connection (see afterReads). It reports true when the reader goroutine
+// must return because another goroutine holds the role now.
+func (c *Conn) settleBatch(lone bool) bool {
+	if st, fn := c.takeInline(); fn != nil {
+		c.mu.Lock()
+		ok := lone && st.recvEOF && st.err == nil && c.mayLendLocked()
+		if ok {
+			c.lendLocked(lendInline)
+		}
+		c.mu.Unlock()
+		if ok {
+			fn()
+			return !c.takeLent(lendReader)
+		}
+		go fn()
+	} else if lone {
+		// A client lends with or without a stream open (its next caller
+		// reads); a server only to the handler of its one stream.
+		c.mu.Lock()
+		ok := c.mayLendLocked() && (c.role == RoleClient || c.numPeer == 1)
+		if ok {
+			c.lendLocked(lendFree)
+		}
+		c.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	if lone {
+		// About to go to the socket with at most one stream open: let
+		// what the frames just read made runnable (the caller waiting for
+		// its response, the handler of a new request) run now on this P.
+		// Otherwise it waits for this read, which on a lone call mostly
+		// finds the socket empty and parks, or is stolen by another P
+		// after the runtime's grace for a running P, waking an idle
+		// thread to do it. With more streams the reader keeps reading
+		// (yielding there cost streaming ×120 a tenth of its throughput).
+		runtime.Gosched()
+	}
+	return false
+}
