@@ -1060,9 +1060,9 @@ func (c *Conn) fail(err *Error) {
 	}
 	c.fw.Close()
 	c.nc.Close()
-	if c.takeLent(lendReader) {
+	if c.takeLent(lendCaller) {
 		// Nobody reads: a reader finds the closed socket and finishes.
-		go c.runReader()
+		c.startReader()
 	}
 	for _, h := range hooks {
 		h.fn(h.err)

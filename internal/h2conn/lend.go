@@ -6,7 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/sockio"
 )
 
 // Lending the read role.
@@ -58,9 +60,14 @@ const (
 	lendInline  = 3
 	lendKinds   = 3
 	lendWatched = 4
-	epochShift  = 3
-	epochMask   = 1<<(32-epochShift) - 1
-	lendTick    = time.Millisecond
+	// lendNoFlushWait: the server's reader no longer waits for the next
+	// request from inside the flush of an inline handler's response
+	// (flushReaderLocked); set once such a wait lost bytes' edge.
+	lendNoFlushWait = 8
+	lendSticky      = lendWatched | lendNoFlushWait // bits setLend keeps
+	epochShift      = 4
+	epochMask       = 1<<(32-epochShift) - 1
+	lendTick        = time.Millisecond
 	// callerReadWait bounds a caller's read, and so how late it sees its
 	// context end: between half of it and all of it.
 	callerReadWait = time.Millisecond
@@ -78,6 +85,10 @@ type lendWatcher struct {
 	epoch   atomic.Uint32
 }
 
+// lendWatchPaused stops the watcher from looking at connections: for tests
+// that need a role to stay lent.
+var lendWatchPaused atomic.Bool
+
 // StartLendWatcher starts the watcher goroutine now rather than at the
 // first lend. It stays for the life of the process, parked while no
 // connection lends its role; goroutine leak checks call this before
@@ -93,7 +104,7 @@ func StartLendWatcher() {
 // keeping the watched bit, when the state is still from; false when
 // another goroutine changed it first.
 func (c *Conn) setLend(from, kind uint32) bool {
-	to := (lendWatch.epoch.Load()&epochMask)<<epochShift | from&lendWatched | kind
+	to := (lendWatch.epoch.Load()&epochMask)<<epochShift | from&lendSticky | kind
 	return c.lendState.CompareAndSwap(from, to)
 }
 
@@ -145,17 +156,29 @@ func (c *Conn) takeLent(kind uint32) bool {
 // a wait that only frames from the peer can end (a window update, a stream
 // slot) and that no caller reads for.
 func (c *Conn) ensureReaderLocked() {
-	if isLent(c.lendState.Load()) && c.takeLent(lendReader) {
-		go c.runReader()
+	if isLent(c.lendState.Load()) && c.takeLent(lendCaller) {
+		c.startReader()
 	}
+}
+
+// startReader starts a reader goroutine for a role its caller holds as
+// lendCaller (taken, or its own). The goroutine marks the role a reader's
+// once it runs, so that the state says lendReader only while a reader
+// goroutine exists, or the connection is idle in OnReadable or ended
+// (the idle tests rely on it).
+func (c *Conn) startReader() { go c.runTakenReader() }
+
+func (c *Conn) runTakenReader() {
+	c.giveBack()
+	c.runReader()
 }
 
 // reclaimFreeLocked starts a reader goroutine if the role was lent by a
 // reader that left (lendFree): a server whose last stream ended.
 func (c *Conn) reclaimFreeLocked() {
 	v := c.lendState.Load()
-	if v&lendKinds == lendFree && c.setLend(v, lendReader) {
-		go c.runReader()
+	if v&lendKinds == lendFree && c.setLend(v, lendCaller) {
+		c.startReader()
 	}
 }
 
@@ -219,6 +242,9 @@ func (w *lendWatcher) look() bool {
 // lookAtLent is the watcher's look at c at epoch now: it reports whether
 // to keep watching c.
 func lookAtLent(c *Conn, now uint32) bool {
+	if lendWatchPaused.Load() {
+		return true
+	}
 	v := c.lendState.Load()
 	if v&lendKinds == lendReader {
 		// Held by a reader goroutine: stop watching, unless a lend
@@ -228,8 +254,8 @@ func lookAtLent(c *Conn, now uint32) bool {
 	if (now-v>>epochShift)&epochMask < 2 {
 		return true // not yet a whole tick
 	}
-	if isLent(v) && c.setLend(v, lendReader) {
-		go c.runReader()
+	if isLent(v) && c.setLend(v, lendCaller) {
+		c.startReader()
 	}
 	return true
 }
@@ -237,8 +263,8 @@ func lookAtLent(c *Conn, now uint32) bool {
 // readAsCaller reads and dispatches one batch of frames on the goroutine
 // of a caller that took the lent role (waitRecvLocked), then lends the
 // role again, or starts a reader goroutine when the connection is no
-// longer lone or the read gave up (the idle bound, or the watcher's
-// interrupt). Called without mu.
+// longer lone or the read gave up at its bound (callerReadWait). Called
+// without mu.
 func (c *Conn) readAsCaller() {
 	c.fr.SetIdleWait(callerReadWait)
 	for {
@@ -246,8 +272,7 @@ func (c *Conn) readAsCaller() {
 		if err == h2frame.ErrWouldBlock {
 			c.flushInline()
 			c.fr.SetIdleWait(c.idleWait())
-			c.giveBack()
-			go c.runReader()
+			c.startReader()
 			return
 		}
 		if cerr := c.handleRead(f, err); cerr != nil {
@@ -269,9 +294,8 @@ func (c *Conn) readAsCaller() {
 		c.mu.Unlock()
 		return
 	}
-	c.giveBack()
 	c.mu.Unlock()
-	go c.runReader()
+	c.startReader()
 }
 
 // endAsCaller ends the connection from a caller holding the read role, as
@@ -360,4 +384,110 @@ func (c *Conn) settleBatch(lone bool) bool {
 		runtime.Gosched()
 	}
 	return false
+}
+
+// flushReadSource is implemented by sockio.Conn on Linux.
+type flushReadSource interface {
+	FlushReadyWithin(pool *bufpool.Pool, size int, d time.Duration, f sockio.Flusher) (b *bufpool.Buffer, ferr, err error)
+	TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error)
+}
+
+// flushReaderLocked decides, for the writer about to flush the frames of
+// self, whether to flush them from inside a wait for what answers them
+// (flushAndRead), which parks without the read that mostly finds the
+// socket empty after a write:
+//
+//   - on a client, when self is a unary call (NewStreamHold) whose request
+//     is complete, on a lone connection whose role is lent: its caller is
+//     about to wait for the response and read it itself. Always safe: the
+//     response comes after the wait began. Not for streaming calls, whose
+//     CloseSend would wait for an answer the caller may not want yet.
+//   - on a server, when self is the unary call whose handler the reader
+//     runs (lendInline) and its response is complete: the reader is about
+//     to wait for the next request. Bytes that came during the handler
+//     (a second call's request) left their readiness edge before this wait
+//     began, which clears it: they wait for the bound (callerReadWait).
+//     When a wait that ended at its bound finds bytes at once, the
+//     connection stops doing this (lendNoFlushWait), so that a connection
+//     with calls in parallel pays that once.
+//
+// Then it takes the read role and returns the socket and the role's kind
+// to lend it back as. Called with mu held by the holder of the write role.
+func (c *Conn) flushReaderLocked(self *Stream) (flushReadSource, uint32) {
+	if self == nil || self.sendKind != sendNone || c.closing || c.parked != 0 {
+		return nil, 0
+	}
+	v := c.lendState.Load()
+	var kind uint32
+	switch {
+	case self.local && self.unary && self.state == stateHalfClosedLocal && v&lendKinds == lendFree && c.numLocal+c.numPeer <= 1:
+		kind = lendFree
+	case !self.local && self.state == stateClosed && v&(lendKinds|lendNoFlushWait) == lendInline && c.numPeer == 0:
+		kind = lendInline
+	default:
+		return nil, 0
+	}
+	fs, ok := c.nc.(flushReadSource)
+	if !ok || !c.setLend(v, lendCaller) {
+		return nil, 0
+	}
+	if !c.fr.Drained() {
+		// Bytes of a frame are buffered: the next read must go on
+		// from them, the usual way.
+		c.lendLocked(kind)
+		return nil, 0
+	}
+	return fs, kind
+}
+
+// flushAndRead flushes the write buffer from inside a wait for the answer
+// (sockio's FlushReadyWithin), giving up the write role right after the
+// flush (writeFlusher), and feeds what it reads to the frame reader; then
+// it lends the read role back as kind, for the caller's receive
+// (waitRecvLocked) or the inline handler's reader (settleBatch) to parse.
+// A failed flush fails the connection. Called without mu by the holder of
+// the write role, holding the read role (flushReaderLocked).
+func (c *Conn) flushAndRead(fs flushReadSource, kind uint32) {
+	pool, size := c.fr.ReadBufferSpec()
+	b, ferr, rerr := fs.FlushReadyWithin(pool, size, callerReadWait, (*writeFlusher)(c))
+	lost := false
+	if b == nil && rerr == nil && ferr == nil && kind == lendInline {
+		// The bound ended the wait: bytes there at once had lost their
+		// edge (see flushReaderLocked).
+		b, rerr = fs.TryReadReady(pool, size)
+		lost = b != nil
+	}
+	// A read error is left to the next read, which meets it again.
+	if b != nil {
+		c.fr.Feed(b)
+	}
+	c.mu.Lock()
+	if lost {
+		c.lendState.Or(lendNoFlushWait) // from now on, the usual way
+	}
+	c.lendLocked(kind)
+	c.mu.Unlock()
+	if ferr != nil {
+		c.fail(&Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorPeer, Reason: "write", Cause: ferr})
+	}
+}
+
+// writeFlusher is the Conn as the sockio.Flusher of flushAndRead: it
+// flushes the write buffer and gives up the write role, so that writers
+// that came meanwhile do not wait for the answer the flush then waits for;
+// what they queued goes to a parked sender or a writer goroutine
+// (kickLocked).
+type writeFlusher Conn
+
+func (f *writeFlusher) Flush() error {
+	c := (*Conn)(f)
+	err := c.fw.Flush()
+	c.mu.Lock()
+	c.writing = false
+	c.idleCond.Broadcast()
+	if err == nil {
+		c.kickLocked()
+	}
+	c.mu.Unlock()
+	return err
 }

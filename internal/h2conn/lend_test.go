@@ -1,12 +1,16 @@
 package h2conn
 
 import (
+	"context"
+	"io"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/h2test"
+	"github.com/leangrpc/leangrpc/internal/sockio"
 )
 
 // A lone client lends its read role after each call (lend.go): nobody reads
@@ -91,4 +95,113 @@ func shareForTest(t *testing.T) {
 		shareTimers = true
 		t.Cleanup(func() { shareTimers = false })
 	}
+}
+
+// inlineEchoHandler is echoHandler run through RunInline (on the reader
+// when the call is alone on its connection); a stream of path /block
+// first signals started and waits for release.
+func inlineEchoHandler(pool *bufpool.Pool, started, release chan struct{}) Handler {
+	return HandlerFunc(func(s *Stream) {
+		block := false
+		for _, f := range s.Headers() {
+			block = block || f.Name == ":path" && f.Value == "/block"
+		}
+		fn := func() {
+			var got []byte
+			for {
+				b, err := s.Recv()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					return
+				}
+				got = append(got, b.Bytes()...)
+				b.Free()
+			}
+			if block {
+				started <- struct{}{}
+				<-release
+			}
+			// One flush for the response, as grpcwire's unary answer.
+			if err := s.WriteHeadersHold(respFields); err != nil {
+				return
+			}
+			if err := s.WriteDataHold(pool.Copy(got), false); err != nil {
+				return
+			}
+			s.WriteTrailers(trailerFields)
+		}
+		if !s.RunInline(fn) {
+			go fn()
+		}
+	})
+}
+
+// A server's reader waits for the next request from inside the flush of
+// an inline handler's response (flushReaderLocked), a wait that cannot see
+// bytes which came during the handler: here a second call's request. The
+// wait ends at its bound, the request is read then, and the connection
+// stops waiting that way. The watcher is paused so that the first call's
+// role stays lent while it blocks.
+func TestInlineFlushWaitLostEdge(t *testing.T) {
+	shareForTest(t)
+	if err := sockio.StartIdlePoller(); err != nil {
+		t.Skip("no idle poller:", err)
+	}
+	g := runtime.NumGoroutine()
+	pool := bufpool.New(nil)
+	cn, sn := h2test.TCPPair(t)
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	server := NewServerConn(sn, Config{Pool: pool, PooledReads: true}, inlineEchoHandler(pool, started, release))
+	ended := make(chan struct{})
+	go server.ServeAsync(func() { close(ended) })
+	client, err := NewClientConn(cn, Config{Pool: pool, PooledReads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // inline calls, each answered from a flush-wait
+		if got := roundTrip(t, client, pool, []byte("warm")); string(got) != "warm" {
+			t.Fatalf("echo %q", got)
+		}
+	}
+	if v := server.lendState.Load(); v&lendNoFlushWait != 0 {
+		t.Fatalf("the server stopped its flush-waits on lone calls (state %#x)", v)
+	}
+
+	lendWatchPaused.Store(true)
+	defer lendWatchPaused.Store(false)
+	// Held HEADERS: the request leaves in one write, so that it arrives
+	// whole and its handler runs inline.
+	a, err := client.NewStreamHold(context.Background(), reqFields("/block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WriteData(pool.Copy([]byte("A")), true); err != nil {
+		t.Fatal(err)
+	}
+	<-started // A's handler runs on the server's reader, its role lent
+	b, err := client.NewStream(context.Background(), reqFields("/echo"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WriteData(pool.Copy([]byte("B")), true); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // B's request is in the server's socket
+	close(release)
+	if got := recvEcho(t, a); string(got) != "A" {
+		t.Fatalf("A: %q", got)
+	}
+	if got := recvEcho(t, b); string(got) != "B" {
+		t.Fatalf("B: %q", got)
+	}
+	a.Release()
+	b.Release()
+	if v := server.lendState.Load(); v&lendNoFlushWait == 0 {
+		t.Fatalf("the flush-wait that missed B's request did not turn itself off (state %#x)", v)
+	}
+	client.Close()
+	<-ended
+	checkLeaks(t, pool, g)
 }

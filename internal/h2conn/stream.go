@@ -68,6 +68,7 @@ type Stream struct {
 	// engine-lock round trips.
 	eofSeen      atomic.Bool
 	recvWaiting  bool
+	unary        bool   // opened by NewStreamHold (a unary call): its caller waits for the response right after the request (flushReaderLocked)
 	inlineFn     func() // RunInline's function, while pending (Conn.inline)
 	gotHeaders   bool   // client: response headers arrived
 	trailersOnly bool   // client: the response headers ended the stream
@@ -423,6 +424,7 @@ func (c *Conn) newStreamWatch(ctx context.Context, fields []hpack.HeaderField, e
 	c.nextID += 2
 	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, endStream
 	s.sendHold = hold && !endStream
+	s.unary = hold
 	s.endQueued = endStream
 	s.cancel = cancel
 	c.readyLocked(s)

@@ -193,8 +193,15 @@ func (c *Conn) writeLoop(self *Stream) {
 			corks = maxCorkYields
 		}
 		c.soloBatch = false
+		fs, kind := c.flushReaderLocked(self)
 		c.mu.Unlock()
 		wb.wake()
+		if fs != nil {
+			// The flush gives up the write role (writeFlusher).
+			c.flushAndRead(fs, kind)
+			c.mu.Lock()
+			return
+		}
 		err := c.fw.Flush()
 		c.mu.Lock()
 		corks = 0

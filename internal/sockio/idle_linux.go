@@ -231,6 +231,40 @@ func (c *Conn) ReadReadyWithin(pool *bufpool.Pool, size int, d time.Duration) (*
 	return b, err
 }
 
+// Flusher is what FlushReadyWithin flushes first: h2frame's Writer.
+type Flusher interface{ Flush() error }
+
+// FlushReadyWithin is ReadReadyWithin that flushes f from inside the wait,
+// for a caller that writes a request and then waits for its answer. The
+// wait begins (RawConn.Read clears the readiness flag) before f's bytes
+// leave, so the answer's readiness edge comes after it and the wait parks
+// without the read that ReadReady makes first, which after a write mostly
+// finds the socket empty. Bytes that came before the wait began, and
+// whose edge the wait cleared, are read with the answer. It returns f's
+// error as ferr (with no buffer and no read), otherwise what
+// ReadReadyWithin returns.
+func (c *Conn) FlushReadyWithin(pool *bufpool.Pool, size int, d time.Duration, f Flusher) (b *bufpool.Buffer, ferr, err error) {
+	if c.rdl != 0 {
+		now := time.Now().UnixNano()
+		if left := c.rdl - now; left < int64(d/2) || left > int64(d) {
+			if err := c.arm(now, d); err != nil {
+				return nil, f.Flush(), opError(c.Conn, "read", err)
+			}
+		}
+	}
+	b, ferr, err = c.flushReady(pool, size, d, false, f)
+	if err != nil && c.rdl != 0 {
+		timedOut := errors.Is(err, os.ErrDeadlineExceeded)
+		if derr := c.disarm(); derr != nil && timedOut {
+			return nil, ferr, opError(c.Conn, "read", derr)
+		}
+		if timedOut {
+			return nil, ferr, nil
+		}
+	}
+	return b, ferr, err
+}
+
 // StartIdlePoller starts the process-wide goroutine behind OnReadable now
 // rather than at the first OnReadable; goroutine leak checks call it before
 // taking their baseline. It returns the error that prevents idle waits, if

@@ -234,6 +234,8 @@ type readCall struct {
 	size   int
 	within time.Duration // ReadReadyWithin's bound; 0: none
 	try    bool          // TryReadReady: return on EAGAIN instead of parking
+	flush  Flusher       // FlushReadyWithin: flushed by the first callback, which then parks without reading
+	ferr   error         // the flush's error
 }
 
 // readCalls holds the readCalls of conns not inside ReadReady.
@@ -261,6 +263,13 @@ func (c *Conn) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) 
 // readReady is ReadReady without disarm, with ReadReadyWithin's bound and
 // TryReadReady's switch.
 func (c *Conn) readReady(pool *bufpool.Pool, size int, within time.Duration, try bool) (*bufpool.Buffer, error) {
+	b, _, err := c.flushReady(pool, size, within, try, nil)
+	return b, err
+}
+
+// flushReady is readReady that flushes f first (FlushReadyWithin), and
+// returns f's error apart.
+func (c *Conn) flushReady(pool *bufpool.Pool, size int, within time.Duration, try bool, f Flusher) (*bufpool.Buffer, error, error) {
 	if pool == nil {
 		pool = bufpool.Default()
 	}
@@ -268,26 +277,37 @@ func (c *Conn) readReady(pool *bufpool.Pool, size int, within time.Duration, try
 		size = defaultReadSize
 	}
 	r := readCalls.Get().(*readCall)
-	r.c, r.pool, r.size, r.buf, r.err, r.within, r.try = c, pool, size, nil, nil, within, try
+	r.c, r.pool, r.size, r.buf, r.err, r.within, r.try, r.flush = c, pool, size, nil, nil, within, try, f
 	err := c.w.rc.Read(r.fn)
-	b := r.buf
+	if r.flush != nil {
+		// The wait failed before its first callback (a closed socket):
+		// the bytes still go out, or fail on their own.
+		r.ferr = r.flush.Flush()
+	}
+	b, ferr := r.buf, r.ferr
 	if err == nil {
 		err = r.err
 	} else {
 		err = rawOpErr(err)
 	}
-	r.c, r.pool, r.buf, r.err = nil, nil, nil, nil
+	r.c, r.pool, r.buf, r.err, r.flush, r.ferr = nil, nil, nil, nil, nil, nil
 	readCalls.Put(r)
+	if ferr != nil {
+		if b != nil {
+			b.Free()
+		}
+		return nil, ferr, nil
+	}
 	if err != nil { // readOnce set r.err, or parked and left no buffer
 		if err == io.EOF {
-			return nil, io.EOF
+			return nil, nil, io.EOF
 		}
 		if _, ok := err.(*net.OpError); !ok {
 			err = opError(c.Conn, "read", err)
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	return b, nil
+	return b, nil, nil
 }
 
 // readOnce is the RawConn.Read callback. It takes a buffer, reads without
@@ -307,6 +327,22 @@ func (c *Conn) readReady(pool *bufpool.Pool, size int, within time.Duration, try
 // The non-blocking read after the reset is what makes the wait safe.
 func (r *readCall) readOnce(fd uintptr) bool {
 	c := r.c
+	if f := r.flush; f != nil {
+		// FlushReadyWithin: the wait has begun, so the answer to these
+		// bytes will leave its readiness edge for it; park without
+		// reading.
+		r.flush = nil
+		if r.ferr = f.Flush(); r.ferr != nil {
+			return true
+		}
+		if r.within > 0 && c.rdl == 0 {
+			if err := c.arm(time.Now().UnixNano(), r.within); err != nil {
+				r.err = err
+				return true
+			}
+		}
+		return false
+	}
 	b := r.pool.Get(r.size)
 	n, err := readSome(fd, b.Bytes())
 	if err != nil {
