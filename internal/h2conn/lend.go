@@ -414,7 +414,7 @@ type flushReadSource interface {
 // Then it takes the read role and returns the socket and the role's kind
 // to lend it back as. Called with mu held by the holder of the write role.
 func (c *Conn) flushReaderLocked(self *Stream) (flushReadSource, uint32) {
-	if self == nil || self.sendKind != sendNone || c.closing || c.parked != 0 {
+	if self == nil || self.sendKind != sendNone || c.closing || c.parked != 0 || self.canceled() {
 		return nil, 0
 	}
 	v := c.lendState.Load()

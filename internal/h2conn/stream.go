@@ -115,7 +115,7 @@ func (s *Stream) WatchCancel(done <-chan struct{}) {
 // mu held. The caller re-checks what it waits for.
 func (s *Stream) waitRecvLocked() {
 	c := s.conn
-	if isLent(c.lendState.Load()) && c.takeLent(lendCaller) {
+	if isLent(c.lendState.Load()) && !s.canceled() && c.takeLent(lendCaller) {
 		// The reader lent its role (lend.go): read for ourselves.
 		c.mu.Unlock()
 		c.readAsCaller()
@@ -131,6 +131,19 @@ func (s *Stream) waitRecvLocked() {
 	if s.recvWaiting { // woken by done, not by signalRecv
 		s.recvWaiting = false
 		c.parked--
+	}
+}
+
+// canceled reports whether WatchCancel's channel is closed; read under mu.
+func (s *Stream) canceled() bool {
+	if s.cancel == nil {
+		return false
+	}
+	select {
+	case <-s.cancel:
+		return true
+	default:
+		return false
 	}
 }
 
