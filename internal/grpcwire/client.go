@@ -127,10 +127,10 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	s.parser.Pool = s.pool
 	if done != nil && !watched {
 		s.stop = context.AfterFunc(ctx, func() { st.Reset(h2frame.ErrCodeCancel) })
-		// The waits watch ctx too: a receive that would read the socket
-		// itself (h2conn's lent read role) sees an earlier cancel first,
-		// as a parked one does, rather than the AfterFunc's reset later.
-		st.WatchCancel(done)
+		// A receive that would read the socket itself (h2conn's lent
+		// read role) looks at ctx first, so that an earlier cancel wins
+		// over an answer read before the AfterFunc's reset runs.
+		st.NoteCancel(done)
 	}
 	return s, nil
 }

@@ -91,6 +91,21 @@ type Stream struct {
 	// cancel, when set (WatchCancel), ends a wait of the stream's sender or
 	// receiver once closed, resetting the stream with CANCEL.
 	cancel <-chan struct{}
+	// canceling (NoteCancel) is a channel whose close means the stream is
+	// about to be reset; only looked at, without waiting on it.
+	canceling <-chan struct{}
+}
+
+// NoteCancel tells the stream that done's close will reset it (the caller
+// arranged that, with context.AfterFunc): a receive that would read the
+// socket itself rather than wait (the lent read role, lend.go) looks at
+// done first, so that an earlier cancel wins over an answer it would read.
+// Unlike WatchCancel, the waits do not watch done.
+func (s *Stream) NoteCancel(done <-chan struct{}) {
+	c := s.conn
+	c.mu.Lock()
+	s.canceling = done
+	c.mu.Unlock()
 }
 
 // WatchCancel makes the stream's blocking calls (the waits of RecvHeaders,
@@ -134,13 +149,19 @@ func (s *Stream) waitRecvLocked() {
 	}
 }
 
-// canceled reports whether WatchCancel's channel is closed; read under mu.
+// canceled reports whether WatchCancel's or NoteCancel's channel is
+// closed; called under mu.
 func (s *Stream) canceled() bool {
-	if s.cancel == nil {
+	return isClosed(s.cancel) || isClosed(s.canceling)
+}
+
+// isClosed reports whether ch is closed (false for nil).
+func isClosed(ch <-chan struct{}) bool {
+	if ch == nil {
 		return false
 	}
 	select {
-	case <-s.cancel:
+	case <-ch:
 		return true
 	default:
 		return false
