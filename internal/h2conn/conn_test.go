@@ -365,12 +365,29 @@ func TestIdleGoroutines(t *testing.T) {
 	if err := sockio.StartIdlePoller(); err != nil {
 		t.Skip("no idle poller:", err)
 	}
-	g := runtime.NumGoroutine()
+	g := settledGoroutines()
 	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, true)
 	roundTrip(t, p.client, p.pool, []byte("x"))
 	waitGoroutines(t, g+1) // the Serve goroutine (the test's)
 	p.close(t)
 	checkLeaks(t, p.pool, g)
+}
+
+// settledGoroutines returns the number of goroutines once it has not
+// changed for 50 ms (waiting at most 3 s): the baseline of a test that
+// infers from the count that readers went idle, so that goroutines of
+// earlier tests still ending (a closing connection's reader, a short-lived
+// writer) do not leave later and pass for this test's readers.
+func settledGoroutines() int {
+	deadline := time.Now().Add(3 * time.Second)
+	n, since := runtime.NumGoroutine(), time.Now()
+	for time.Since(since) < 50*time.Millisecond && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m != n {
+			n, since = m, time.Now()
+		}
+	}
+	return n
 }
 
 // waitIdleReaders waits until at most n goroutines run and no goroutine
@@ -437,7 +454,7 @@ func TestIdleAsyncNoGoroutine(t *testing.T) {
 	if err := sockio.StartIdlePoller(); err != nil {
 		t.Skip("no idle poller:", err)
 	}
-	g := runtime.NumGoroutine()
+	g := settledGoroutines()
 	p, ended := newAsyncPair(t, Config{}, Config{})
 	roundTrip(t, p.client, p.pool, []byte("x"))
 	waitGoroutines(t, g)
@@ -932,7 +949,7 @@ func TestIdleWithOpenStreamsHoldsNothing(t *testing.T) {
 	if err := sockio.StartIdlePoller(); err != nil {
 		t.Skip("no idle poller:", err)
 	}
-	g := runtime.NumGoroutine()
+	g := settledGoroutines()
 	p, ended := newAsyncPair(t, Config{}, Config{})
 	var streams []*Stream
 	for range 2 {
