@@ -261,6 +261,9 @@ func runIdleServer(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		enc.Encode(childMsg{Error: err.Error()})
 		return 0
 	}
+	if im.name != stackGrpc {
+		startLeanHelpers()
+	}
 	base := measureMem(100 * time.Millisecond)
 	enc.Encode(childMsg{Addr: srv.addr})
 	serveCommands(stdin, enc, base, f, nil)
@@ -280,6 +283,9 @@ func runIdleClient(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	}
 	raiseFileLimit()
 	time.AfterFunc(10*time.Minute, func() { os.Exit(3) })
+	if im.name != stackGrpc {
+		startLeanHelpers()
+	}
 	base := measureMem(100 * time.Millisecond)
 	// The first half now, the rest on "more" (see measureIdle).
 	half := f.conns / 2

@@ -246,11 +246,7 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 		Round:       round,
 	}
 	if sts[0].client.name != stackGrpc || sts[0].server.name != stackGrpc {
-		// leangrpc's one process-wide idle waiter starts with the first
-		// connection that goes idle, and its lend watcher with the first
-		// lone call; both stay: not a leak of this run.
-		sockio.StartIdlePoller()
-		h2conn.StartLendWatcher()
+		startLeanHelpers()
 	}
 	g0 := runtime.NumGoroutine()
 	fig, err := r.measureThroughput(sts[0], cfg)
@@ -482,4 +478,14 @@ func (r *runner) writeAllocsProfile(path string) {
 	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
 		r.progressf("warning: memprofile: %v", err)
 	}
+}
+
+// startLeanHelpers starts leangrpc's two process-wide goroutines before a
+// goroutine baseline: the idle waiter, which starts with the first
+// connection that goes idle, and the lend watcher, which starts with the
+// first lone call. Both stay for the process's life: not a leak of a run,
+// nor a cost of its connections.
+func startLeanHelpers() {
+	sockio.StartIdlePoller()
+	h2conn.StartLendWatcher()
 }
