@@ -50,9 +50,10 @@ import (
 // holds the role, lendReader (a reader goroutine, or nobody needs it: the
 // connection is idle in OnReadable, or ended), lendFree (lent, nobody
 // reads), lendInline (lent, nobody reads, by a reader running a handler,
-// which takes it back after) or lendCaller (a caller reads); lendWatched
-// when the connection is in the watcher's list; above, the watcher's epoch
-// at the last change.
+// which takes it back after) or lendCaller (taken: a caller reads, or a
+// reader goroutine is starting, startReader); lendWatched when the
+// connection is in the watcher's list; lendNoFlushWait; above, the
+// watcher's epoch at the last change.
 const (
 	lendReader  = 0
 	lendFree    = 1
@@ -130,9 +131,9 @@ func (c *Conn) lendLocked(kind uint32) {
 	}
 }
 
-// giveBack sets the role to lendReader from the holder's own state (a
-// caller's, or a lender's that took it back): nobody else changes the
-// state meanwhile but the watcher, which only clears the watched bit.
+// giveBack sets the role to lendReader from the holder's own state
+// (lendCaller): nobody else changes the state meanwhile but the watcher,
+// which only clears the watched bit.
 func (c *Conn) giveBack() {
 	for {
 		v := c.lendState.Load()
@@ -183,10 +184,10 @@ func (c *Conn) reclaimFreeLocked() {
 }
 
 // mayLendLocked reports whether the role's holder may lend it after a
-// batch: the connection can go idle (the reader has an idle bound, so a
-// caller's read ends by the watcher's interrupt as by that bound; tests in
-// synctest bubbles keep the reader, as the watcher would cross bubbles),
-// at most one stream is open and nobody is parked waiting for frames.
+// batch: the connection can go idle (its reads can be bounded, which a
+// caller's read needs; tests in synctest bubbles keep the reader, as the
+// watcher would cross bubbles), at most one stream is open and nobody is
+// parked waiting for frames.
 func (c *Conn) mayLendLocked() bool {
 	return shareTimers && c.fr.IdleWait() > 0 && !c.closing && c.numLocal+c.numPeer <= 1 && c.parked == 0
 }
