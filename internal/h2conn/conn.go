@@ -661,11 +661,12 @@ func (d *connDriver) DriveRead(b *bufpool.Buffer) (bool, error) {
 			runtime.Gosched() // as settleBatch does
 		}
 		// A lone call: back to ReadFrame, whose first read after the
-		// yield in afterReads mostly finds the socket empty. Parking here
-		// instead, without that read, cut leanbench unary ×1's p50 by
-		// ~0.8 µs but cost it 8-11% more CPU: with the read gone the
-		// runtime's idle thread is woken more often (futex calls per call
-		// 0.34 → 0.56) and the call moves between threads more.
+		// yield above mostly finds the socket empty; its next batch may
+		// lend the role (settleBatch). Parking here instead, without that
+		// read, cut leanbench unary ×1's p50 by ~0.8 µs but cost it 8-11%
+		// more CPU, before lone calls lent their role: with the read gone
+		// the runtime's idle thread was woken more often (futex calls per
+		// call 0.34 → 0.56) and the call moved between threads more.
 		// After a GOAWAY, the peer usually closes: a close queued behind
 		// these bytes shows up in ReadFrame's first read, while Drive
 		// would park without that read until its bound (sockio's Drive).
