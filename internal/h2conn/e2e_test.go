@@ -38,17 +38,9 @@ var (
 func echoHandler(t testing.TB, pool *bufpool.Pool) Handler {
 	return HandlerFunc(func(s *Stream) {
 		go func() {
-			var got []byte
-			for {
-				b, err := s.Recv()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					return
-				}
-				got = append(got, b.Bytes()...)
-				b.Free()
+			got, err := recvAll(s)
+			if err != nil {
+				return
 			}
 			if err := s.WriteHeaders(respFields, false); err != nil {
 				return
@@ -151,19 +143,28 @@ func recvEcho(t testing.TB, s *Stream) []byte {
 	if err != nil || end || len(h) == 0 || h[0].Value != "200" {
 		t.Fatalf("RecvHeaders: %v %v %v", h, end, err)
 	}
+	got, err := recvAll(s)
+	if err != nil {
+		t.Fatalf("Recv: %v", err)
+	}
+	return got
+}
+
+// recvAll receives s's DATA to its end and returns the bytes, freeing
+// each buffer; on an error it returns what came before it.
+func recvAll(s *Stream) ([]byte, error) {
 	var got []byte
 	for {
 		b, err := s.Recv()
 		if err == io.EOF {
-			break
+			return got, nil
 		}
 		if err != nil {
-			t.Fatalf("Recv: %v", err)
+			return got, err
 		}
 		got = append(got, b.Bytes()...)
 		b.Free()
 	}
-	return got
 }
 
 func TestEcho(t *testing.T) {

@@ -187,17 +187,9 @@ func TestWriteDataAsyncWhileRoleHeld(t *testing.T) {
 	if _, _, err := s.RecvHeaders(); err != nil {
 		t.Fatal(err)
 	}
-	var got []byte
-	for {
-		b, err := s.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, b.Bytes()...)
-		b.Free()
+	got, err := recvAll(s)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if string(got) != "first,second" {
 		t.Errorf("echo %q, want %q", got, "first,second")

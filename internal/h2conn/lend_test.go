@@ -2,7 +2,6 @@ package h2conn
 
 import (
 	"context"
-	"io"
 	"runtime"
 	"testing"
 	"time"
@@ -19,9 +18,7 @@ import (
 // reader finds. Without the watcher the client would learn of it only at
 // its next call.
 func TestLentRoleSeesGoAway(t *testing.T) {
-	shareForTest(t)
-	g := runtime.NumGoroutine()
-	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, true)
+	p, g := newLendingPair(t)
 	for range 3 {
 		roundTrip(t, p.client, p.pool, []byte("x"))
 	}
@@ -41,9 +38,7 @@ func TestLentRoleSeesGoAway(t *testing.T) {
 // Close of a client whose role is lent ends the connection at once: Close
 // starts a reader, which finds the closed socket and finishes.
 func TestLentRoleClose(t *testing.T) {
-	shareForTest(t)
-	g := runtime.NumGoroutine()
-	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, true)
+	p, g := newLendingPair(t)
 	roundTrip(t, p.client, p.pool, []byte("x"))
 	p.client.Close()
 	select {
@@ -60,9 +55,7 @@ func TestLentRoleClose(t *testing.T) {
 // many calls on one connection from several goroutines all complete, with
 // nothing left behind.
 func TestLentRoleConcurrentCallers(t *testing.T) {
-	shareForTest(t)
-	g := runtime.NumGoroutine()
-	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, true)
+	p, g := newLendingPair(t)
 	done := make(chan struct{})
 	for w := range 4 {
 		go func() {
@@ -88,6 +81,14 @@ func TestLentRoleConcurrentCallers(t *testing.T) {
 	checkLeaks(t, p.pool, g)
 }
 
+// newLendingPair is an echo pair over TCP with lending on (shareForTest),
+// and the goroutine count before it.
+func newLendingPair(t *testing.T) (*pair, int) {
+	shareForTest(t)
+	g := runtime.NumGoroutine()
+	return newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, true), g
+}
+
 // shareForTest turns on the shared timers, and with them lending, for one
 // test: this package's binary runs with them off (sharedtimer_test.go).
 func shareForTest(t *testing.T) {
@@ -107,17 +108,9 @@ func inlineEchoHandler(pool *bufpool.Pool, started, release chan struct{}) Handl
 			block = block || f.Name == ":path" && f.Value == "/block"
 		}
 		fn := func() {
-			var got []byte
-			for {
-				b, err := s.Recv()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					return
-				}
-				got = append(got, b.Bytes()...)
-				b.Free()
+			got, err := recvAll(s)
+			if err != nil {
+				return
 			}
 			if block {
 				started <- struct{}{}

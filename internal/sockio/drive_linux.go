@@ -148,10 +148,8 @@ func (dc *driveCall) readOnce(fd uintptr) bool {
 			dc.parkNext = false
 			return dc.park()
 		}
-		b := dc.pool.Get(dc.size)
-		n, err := readSome(fd, b.Bytes())
+		b, err := readPooled(fd, dc.pool, dc.size)
 		if err != nil {
-			b.Free() // parked readers hold no memory
 			if err != syscall.EAGAIN {
 				dc.err = err
 				return true
@@ -159,8 +157,7 @@ func (dc *driveCall) readOnce(fd uintptr) bool {
 			driveEmptyReads.Add(1)
 			return dc.park()
 		}
-		short := n < len(b.Bytes())
-		b.SetLen(n)
+		short := b.Len() < dc.size
 		more, derr := dc.d.DriveRead(b) // ownership of b passes to the Driver
 		if !more {
 			dc.derr = derr

@@ -86,16 +86,7 @@ func TestDriveNoLostWakeup(t *testing.T) {
 	pool := bufpool.New(nil)
 	const rounds = 2000
 
-	go func() { // echo
-		buf := make([]byte, 64)
-		for {
-			n, err := client.Read(buf)
-			if err != nil {
-				return
-			}
-			client.Write(buf[:n])
-		}
-	}()
+	echoPeer(client, 0)
 	empty0 := driveEmptyReads.Load()
 	if _, err := server.Write([]byte("ping")); err != nil {
 		t.Fatal(err)

@@ -19,15 +19,18 @@ type flushFunc struct {
 
 func (f *flushFunc) Flush() error { f.calls++; return f.f() }
 
-// echoOnce answers each read on peer with its bytes, once.
-func echoOnce(t *testing.T, peer net.Conn) {
+// echoPeer answers each read on peer with its bytes, for rounds reads or,
+// with rounds 0, until a read fails.
+func echoPeer(peer net.Conn, rounds int) {
 	go func() {
 		buf := make([]byte, 64)
-		n, err := peer.Read(buf)
-		if err != nil {
-			return
+		for i := 0; rounds == 0 || i < rounds; i++ {
+			n, err := peer.Read(buf)
+			if err != nil {
+				return
+			}
+			peer.Write(buf[:n])
 		}
-		peer.Write(buf[:n])
 	}()
 }
 
@@ -39,7 +42,7 @@ func TestFlushReadyWithinAnswer(t *testing.T) {
 	client, server := tcpPair(t)
 	c := Wrap(server, true).(*Conn)
 	pool := bufpool.New(nil)
-	echoOnce(t, client)
+	echoPeer(client, 1)
 	f := &flushFunc{f: func() error {
 		_, err := c.Conn.Write([]byte("ping"))
 		time.Sleep(20 * time.Millisecond) // the echo arrives meanwhile
@@ -70,7 +73,7 @@ func TestFlushReadyWithinEarlierBytes(t *testing.T) {
 	pool := bufpool.New(nil)
 	client.Write([]byte("early,"))
 	time.Sleep(10 * time.Millisecond) // in the socket, with its edge gone by
-	echoOnce(t, client)
+	echoPeer(client, 1)
 	f := &flushFunc{f: func() error {
 		_, err := c.Conn.Write([]byte("answer"))
 		return err
@@ -161,16 +164,7 @@ func TestFlushReadyWithinAllocs(t *testing.T) {
 	c := Wrap(server, true).(*Conn)
 	pool := bufpool.New(nil)
 	msg := []byte("0123456789")
-	go func() {
-		buf := make([]byte, 64)
-		for {
-			n, err := client.Read(buf)
-			if err != nil {
-				return
-			}
-			client.Write(buf[:n])
-		}
-	}()
+	echoPeer(client, 0)
 	f := &flushFunc{f: func() error {
 		_, err := c.Conn.Write(msg)
 		return err

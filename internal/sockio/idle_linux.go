@@ -208,26 +208,7 @@ func (c *Conn) TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, erro
 // is cleared on a timeout or error and by ReadReady, TryReadReady and Read,
 // so the caller must not use read deadlines of its own.
 func (c *Conn) ReadReadyWithin(pool *bufpool.Pool, size int, d time.Duration) (*bufpool.Buffer, error) {
-	if c.rdl != 0 {
-		// Re-arm a deadline too close to bound this wait (or, after a
-		// larger d, too far), before the read can trip over it.
-		now := time.Now().UnixNano()
-		if left := c.rdl - now; left < int64(d/2) || left > int64(d) {
-			if err := c.arm(now, d); err != nil {
-				return nil, opError(c.Conn, "read", err)
-			}
-		}
-	}
-	b, err := c.readReady(pool, size, d, false)
-	if err != nil && c.rdl != 0 {
-		timedOut := errors.Is(err, os.ErrDeadlineExceeded)
-		if derr := c.disarm(); derr != nil && timedOut {
-			return nil, opError(c.Conn, "read", derr)
-		}
-		if timedOut {
-			return nil, nil
-		}
-	}
+	b, _, err := c.FlushReadyWithin(pool, size, d, nil)
 	return b, err
 }
 
@@ -242,13 +223,18 @@ type Flusher interface{ Flush() error }
 // finds the socket empty. Bytes that came before the wait began, and
 // whose edge the wait cleared, are read with the answer. It returns f's
 // error as ferr (with no buffer and no read), otherwise what
-// ReadReadyWithin returns.
+// ReadReadyWithin returns. With f nil it is ReadReadyWithin.
 func (c *Conn) FlushReadyWithin(pool *bufpool.Pool, size int, d time.Duration, f Flusher) (b *bufpool.Buffer, ferr, err error) {
 	if c.rdl != 0 {
+		// Re-arm a deadline too close to bound this wait (or, after a
+		// larger d, too far), before the read can trip over it.
 		now := time.Now().UnixNano()
 		if left := c.rdl - now; left < int64(d/2) || left > int64(d) {
 			if err := c.arm(now, d); err != nil {
-				return nil, f.Flush(), opError(c.Conn, "read", err)
+				if f != nil {
+					ferr = f.Flush()
+				}
+				return nil, ferr, opError(c.Conn, "read", err)
 			}
 		}
 	}

@@ -326,7 +326,6 @@ func (c *Conn) flushReady(pool *bufpool.Pool, size int, within time.Duration, tr
 // sends more, possibly never (a unary call waiting for its one response).
 // The non-blocking read after the reset is what makes the wait safe.
 func (r *readCall) readOnce(fd uintptr) bool {
-	c := r.c
 	if f := r.flush; f != nil {
 		// FlushReadyWithin: the wait has begun, so the answer to these
 		// bytes will leave its readiness edge for it; park without
@@ -335,35 +334,46 @@ func (r *readCall) readOnce(fd uintptr) bool {
 		if r.ferr = f.Flush(); r.ferr != nil {
 			return true
 		}
-		if r.within > 0 && c.rdl == 0 {
-			if err := c.arm(time.Now().UnixNano(), r.within); err != nil {
-				r.err = err
-				return true
-			}
-		}
-		return false
+		return r.parkWithin(false)
 	}
-	b := r.pool.Get(r.size)
-	n, err := readSome(fd, b.Bytes())
+	b, err := readPooled(fd, r.pool, r.size)
 	if err != nil {
-		b.Free() // parked readers hold no memory
 		if err != syscall.EAGAIN {
 			r.err = err
 			return true
 		}
-		if r.within > 0 && c.rdl == 0 {
-			// ReadReadyWithin: bound the wait, paying for the deadline
-			// only when there is a wait.
-			if err := c.arm(time.Now().UnixNano(), r.within); err != nil {
-				r.err = err
-				return true
-			}
-		}
-		return r.try // TryReadReady: done, with no buffer
+		return r.parkWithin(r.try) // TryReadReady: done, with no buffer
 	}
-	b.SetLen(n)
 	r.buf = b // ownership passes to ReadReady's caller
 	return true
+}
+
+// parkWithin is readOnce's return before a wait: for ReadReadyWithin it
+// bounds the wait, arming the deadline only when there is a wait and none
+// is armed. It returns done, or true when arming failed (r.err).
+func (r *readCall) parkWithin(done bool) bool {
+	if c := r.c; r.within > 0 && c.rdl == 0 {
+		if err := c.arm(time.Now().UnixNano(), r.within); err != nil {
+			r.err = err
+			return true
+		}
+	}
+	return done
+}
+
+// readPooled makes one readSome into a buffer from pool of length size,
+// returned with the bytes read as its length and owned by the caller. On
+// an error (syscall.EAGAIN included) the buffer is freed: a reader that
+// parks holds no memory.
+func readPooled(fd uintptr, pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+	b := pool.Get(size)
+	n, err := readSome(fd, b.Bytes())
+	if err != nil {
+		b.Free()
+		return nil, err
+	}
+	b.SetLen(n)
+	return b, nil
 }
 
 // readSome makes one non-blocking read(2) into p, retried on EINTR: n > 0
