@@ -18,10 +18,16 @@ import (
 	"google.golang.org/grpc/mem"
 )
 
-// Pool hands out Buffers whose bytes come from a mem.BufferPool. The zero
+// Pool hands out Buffers. With its own size classes (New(nil)) each pooled
+// Buffer keeps its memory between uses, so Get and the last Free each cost
+// one sync.Pool operation; with a user's mem.BufferPool the bytes come from
+// that pool and the Buffer around them from a shared free list. The zero
 // value is not usable; use New or Default.
 type Pool struct {
-	src mem.BufferPool
+	// classes holds free Buffers with their memory attached, one
+	// sync.Pool per size class; nil when src is set.
+	classes *[numClasses]sync.Pool
+	src     mem.BufferPool
 	// out counts buffers handed out and not yet returned; leak checks in
 	// tests compare it against a baseline.
 	out atomic.Int64
@@ -32,22 +38,18 @@ var (
 	bufferObjs  = sync.Pool{New: func() any { return new(Buffer) }}
 )
 
-// New returns a Pool drawing bytes from src, or from a fresh Classes when src
-// is nil. A user-supplied grpc-go mem.BufferPool plugs in here.
+// New returns a Pool drawing bytes from src, or from its own size classes
+// when src is nil. A user-supplied grpc-go mem.BufferPool plugs in here.
 func New(src mem.BufferPool) *Pool {
-	if src == nil {
-		src = NewClasses()
+	if src != nil {
+		return &Pool{src: src}
 	}
-	return &Pool{src: src}
+	return &Pool{classes: new([numClasses]sync.Pool)}
 }
 
 // Default returns the process-wide pool shared by every connection that is
 // not given one of its own.
 func Default() *Pool { return defaultPool }
-
-// Source returns the mem.BufferPool the pool draws from, for handing to
-// grpc-go codecs so that marshaled messages come from the same memory.
-func (p *Pool) Source() mem.BufferPool { return p.src }
 
 // Outstanding reports how many buffers are handed out and not yet freed.
 func (p *Pool) Outstanding() int64 { return p.out.Load() }
@@ -55,11 +57,26 @@ func (p *Pool) Outstanding() int64 { return p.out.Load() }
 // Get returns an owned buffer of length n (capacity may be larger). The
 // contents are not zeroed.
 func (p *Pool) Get(n int) *Buffer {
-	b := bufferObjs.Get().(*Buffer)
-	b.store = p.src.Get(n)
+	var b *Buffer
+	if i := classIndex(n); p.classes != nil && i >= 0 {
+		b, _ = p.classes[i].Get().(*Buffer)
+		if b == nil {
+			store := make([]byte, classSize(i))
+			b = &Buffer{store: &store, pool: p, class: int8(i)}
+		}
+	} else {
+		b = bufferObjs.Get().(*Buffer)
+		if p.classes != nil {
+			store := make([]byte, n) // above the largest class: not pooled
+			b.store, b.class = &store, -1
+		} else {
+			b.store, b.class = p.src.Get(n), -1
+		}
+		b.pool = p
+	}
 	b.b = (*b.store)[:n]
-	b.pool = p
-	b.refs.Store(1)
+	// Not yet shared with anyone: a plain store is enough.
+	b.refs = 1
 	p.out.Add(1)
 	return b
 }
@@ -73,9 +90,13 @@ func (p *Pool) Copy(data []byte) *Buffer {
 
 // Buffer is a reference-counted slice of pooled memory.
 type Buffer struct {
-	refs  atomic.Int32
+	// refs counts owners. It changes atomically while there may be more
+	// than one; an owner that sees 1 is the only one, so no other
+	// goroutine can touch it.
+	refs  int32
+	class int8    // index into pool.classes, or -1: store goes back to pool.src
 	b     []byte  // the live bytes: a prefix of *store
-	store *[]byte // what src.Get returned; handed back to src.Put
+	store *[]byte // the memory; owned by the Buffer while class >= 0
 	pool  *Pool
 	view  []byte // the slice handed to mem.NewBuffer by Mem
 }
@@ -94,30 +115,43 @@ func (b *Buffer) SetLen(n int) { b.b = (*b.store)[:n] }
 
 // Ref adds an owner.
 func (b *Buffer) Ref() {
-	if b.refs.Add(1) <= 1 && debug {
+	if atomic.AddInt32(&b.refs, 1) <= 1 && debug {
 		panic("bufpool: Ref of a freed buffer")
 	}
 }
 
 // Free drops one owner; the last one returns the memory to the pool.
 func (b *Buffer) Free() {
-	n := b.refs.Add(-1)
-	if n > 0 {
-		return
-	}
-	if n < 0 {
-		if debug {
-			panic("bufpool: double free")
+	// The sole owner, the common case, skips the locked decrement: with
+	// one reference left, nobody else may Ref or Free this buffer.
+	if atomic.LoadInt32(&b.refs) != 1 {
+		n := atomic.AddInt32(&b.refs, -1)
+		if n > 0 {
+			return
 		}
-		return
+		if n < 0 {
+			if debug {
+				panic("bufpool: double free")
+			}
+			return
+		}
 	}
+	b.refs = 0 // a second Free sees 0 and goes negative, as above
+	p := b.pool
 	if debug {
 		poison(*b.store)
 	}
-	p := b.pool
-	p.src.Put(b.store)
 	p.out.Add(-1)
-	b.store, b.b, b.view, b.pool = nil, nil, nil, nil
+	b.view = nil
+	if b.class >= 0 {
+		// The memory stays with the Buffer for its next Get.
+		p.classes[b.class].Put(b)
+		return
+	}
+	if p.src != nil {
+		p.src.Put(b.store)
+	}
+	b.store, b.b, b.pool = nil, nil, nil
 	bufferObjs.Put(b)
 }
 

@@ -1,6 +1,7 @@
 package bufpool
 
 import (
+	"sync"
 	"testing"
 )
 
@@ -84,5 +85,65 @@ func TestGetFreeAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("Get/Free allocates %v", allocs)
+	}
+}
+
+// countingSource is a user's mem.BufferPool that counts what it lends.
+type countingSource struct{ gets, puts int }
+
+func (c *countingSource) Get(n int) *[]byte { c.gets++; b := make([]byte, n); return &b }
+func (c *countingSource) Put(*[]byte)       { c.puts++ }
+
+func TestUserSourceGetsMemoryBack(t *testing.T) {
+	src := &countingSource{}
+	p := New(src)
+	b := p.Get(100)
+	b.Ref()
+	b.Free()
+	if src.puts != 0 {
+		t.Fatal("memory returned while referenced")
+	}
+	b.Free()
+	if src.gets != 1 || src.puts != 1 || p.Outstanding() != 0 {
+		t.Fatalf("gets %d puts %d outstanding %d", src.gets, src.puts, p.Outstanding())
+	}
+}
+
+func TestOversizedBufferIsNotPooled(t *testing.T) {
+	p := New(nil)
+	n := 1<<maxClassShift + 1
+	b := p.Get(n)
+	if b.Len() != n || b.Cap() < n {
+		t.Fatalf("len %d cap %d", b.Len(), b.Cap())
+	}
+	b.Free()
+	if p.Outstanding() != 0 {
+		t.Fatalf("outstanding %d", p.Outstanding())
+	}
+}
+
+// Owners on several goroutines drop their references at once: exactly one
+// Free returns the memory, whichever comes last (run with -race).
+func TestSharedFreeReturnsOnce(t *testing.T) {
+	src := &countingSource{}
+	p := New(src)
+	for round := 0; round < 200; round++ {
+		b := p.Get(64)
+		const owners = 4
+		for i := 1; i < owners; i++ {
+			b.Ref()
+		}
+		var wg sync.WaitGroup
+		for i := 0; i < owners; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				b.Free()
+			}()
+		}
+		wg.Wait()
+	}
+	if src.puts != 200 || p.Outstanding() != 0 {
+		t.Fatalf("puts %d outstanding %d", src.puts, p.Outstanding())
 	}
 }
