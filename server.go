@@ -362,7 +362,7 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 		r.ss.SetContext(r)
 	}
 	s.handlers.Add(1)
-	if s.isUnary(req.Method) && st.RunInline(r.handle) {
+	if r.info, r.unary = s.unaryMethod(req.Method); r.unary != nil && st.RunInline(r) {
 		// The reader runs the handler itself once the request is in,
 		// if the call is the connection's only one (h2conn's lend.go).
 		return
@@ -370,32 +370,37 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 	go r.handle()
 }
 
-// isUnary reports whether method names a registered unary method.
-func (s *Server) isUnary(method string) bool {
+// unaryMethod returns the registered unary method that method names and its
+// service, or nil.
+func (s *Server) unaryMethod(method string) (*serviceInfo, *grpc.MethodDesc) {
 	service, name, ok := grpcwire.SplitMethod(method)
 	if !ok {
-		return false
+		return nil, nil
 	}
 	info := s.services[service]
 	if info == nil {
-		return false
+		return nil, nil
 	}
-	_, ok = info.methods[name]
-	return ok
+	return info, info.methods[name]
 }
 
 // rpc holds everything one call needs on the server, allocated together
-// (744 bytes, the 768-byte size class; the receive side's Parser and the
+// (760 bytes, the 768-byte size class; the receive side's Parser and the
 // response fields' scratch come from pools for as long as they are used).
 // It is the handler's context too (see Value): its cancelable part is the
 // ServerStream's CallContext, its values the metadata, the transport
 // stream (the rpc itself, as transportStream) and the connection's.
 type rpc struct {
 	srv     *Server
+	info    *serviceInfo     // with unary: its service
+	unary   *grpc.MethodDesc // the registered unary method called, if it is one
 	ss      grpcwire.ServerStream
 	stream  serverStream
 	scratch [16]string // backs the request's metadata fields
 }
+
+// ServeInline runs the call on the connection's reader (h2conn.RunInline).
+func (r *rpc) ServeInline() { r.handle() }
 
 func (r *rpc) handle() {
 	s := r.srv
@@ -407,17 +412,19 @@ func (r *rpc) handle() {
 		ss.Finish(statusDeadline)
 		return
 	}
+	if r.unary != nil {
+		// HandleStream found the method already.
+		r.stream = serverStream{ss: ss, ctx: r.context()}
+		s.processUnary(r.stream.ctx, &r.stream, r.info, r.unary)
+		return
+	}
 	method := ss.Req.Method
 	service, name, ok := grpcwire.SplitMethod(method)
 	if !ok {
 		ss.Finish(status.Newf(codes.Unimplemented, "malformed method name: %q", method))
 		return
 	}
-	var ctx context.Context = r
-	if !ctxKeysLearned {
-		ctx = metadata.NewIncomingContext(ss.Context(), ss.IncomingMD())
-		ctx = grpc.NewContextWithServerTransportStream(ctx, (*transportStream)(r))
-	}
+	ctx := r.context()
 	r.stream = serverStream{ss: ss, ctx: ctx}
 
 	// services is read without mu: RegisterService refuses to run once
@@ -444,6 +451,16 @@ func (r *rpc) handle() {
 		return
 	}
 	ss.Finish(status.Newf(codes.Unimplemented, "unknown service %v", service))
+}
+
+// context returns the handler's context: the rpc itself, unless grpc-go's
+// context keys could not be learned.
+func (r *rpc) context() context.Context {
+	if ctxKeysLearned {
+		return r
+	}
+	ctx := metadata.NewIncomingContext(r.ss.Context(), r.ss.IncomingMD())
+	return grpc.NewContextWithServerTransportStream(ctx, (*transportStream)(r))
 }
 
 // The context.Context methods of a call's context: those of its

@@ -111,7 +111,7 @@ type Conn struct {
 
 	// The read role (lend.go). lendState: see there. parked counts the
 	// goroutines parked in waitRecvLocked or waitSendLocked (guarded by
-	// mu); inline is the stream whose RunInline function waits for the
+	// mu); inline is the stream whose RunInline handler waits for the
 	// batch to end (owned by the role's holder).
 	lendState atomic.Uint32
 	parked    int32

@@ -308,37 +308,42 @@ func (c *Conn) endAsCaller(err *Error) {
 	c.end(err)
 }
 
-// RunInline asks the connection's reader to run fn itself once the frames
+// InlineHandler is what RunInline runs. An interface rather than a func
+// so that the server's per-call object passes itself without allocating a
+// method value on every call.
+type InlineHandler interface{ ServeInline() }
+
+// RunInline asks the connection's reader to run h itself once the frames
 // of the current read are dispatched, if s's request is complete by then
-// and no other stream is open; otherwise fn runs on a new goroutine then.
+// and no other stream is open; otherwise h runs on a new goroutine then.
 // The server's HandleStream calls it, on the reader, for a unary method. It
-// reports false when the reader cannot take fn (it cannot lend its role,
+// reports false when the reader cannot take h (it cannot lend its role,
 // or holds another): the caller then starts its goroutine itself.
-func (s *Stream) RunInline(fn func()) bool {
+func (s *Stream) RunInline(h InlineHandler) bool {
 	c := s.conn
 	if !shareTimers || c.fr.IdleWait() == 0 || c.inline != nil {
 		return false
 	}
-	c.inline, s.inlineFn = s, fn
+	c.inline, s.inlineFn = s, h
 	return true
 }
 
-// takeInline returns the pending RunInline stream and function.
-func (c *Conn) takeInline() (*Stream, func()) {
+// takeInline returns the pending RunInline stream and handler.
+func (c *Conn) takeInline() (*Stream, InlineHandler) {
 	s := c.inline
 	if s == nil {
 		return nil, nil
 	}
-	fn := s.inlineFn
+	h := s.inlineFn
 	c.inline, s.inlineFn = nil, nil
-	return s, fn
+	return s, h
 }
 
-// flushInline starts the pending RunInline function on a goroutine of its
+// flushInline starts the pending RunInline handler on a goroutine of its
 // own; for every exit of a batch that does not run it inline.
 func (c *Conn) flushInline() {
-	if _, fn := c.takeInline(); fn != nil {
-		go fn()
+	if _, h := c.takeInline(); h != nil {
+		go h.ServeInline()
 	}
 }
 
@@ -348,7 +353,7 @@ func (c *Conn) flushInline() {
 // connection (see afterReads). It reports true when the reader goroutine
 // must return because another goroutine holds the role now.
 func (c *Conn) settleBatch(lone bool) bool {
-	if st, fn := c.takeInline(); fn != nil {
+	if st, h := c.takeInline(); h != nil {
 		c.mu.Lock()
 		ok := lone && st.recvEOF && st.err == nil && c.mayLendLocked()
 		if ok {
@@ -356,10 +361,10 @@ func (c *Conn) settleBatch(lone bool) bool {
 		}
 		c.mu.Unlock()
 		if ok {
-			fn()
+			h.ServeInline()
 			return !c.takeLent(lendReader)
 		}
-		go fn()
+		go h.ServeInline()
 	} else if lone {
 		// A client lends with or without a stream open (its next caller
 		// reads); a server only to the handler of its one stream.

@@ -98,6 +98,11 @@ func shareForTest(t *testing.T) {
 	}
 }
 
+// inlineFunc runs a func as an InlineHandler.
+type inlineFunc func()
+
+func (f inlineFunc) ServeInline() { f() }
+
 // inlineEchoHandler is echoHandler run through RunInline (on the reader
 // when the call is alone on its connection); a stream of path /block
 // first signals started and waits for release.
@@ -125,7 +130,7 @@ func inlineEchoHandler(pool *bufpool.Pool, started, release chan struct{}) Handl
 			}
 			s.WriteTrailers(trailerFields)
 		}
-		if !s.RunInline(fn) {
+		if !s.RunInline(inlineFunc(fn)) {
 			go fn()
 		}
 	})

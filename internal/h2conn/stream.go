@@ -38,14 +38,14 @@ type Stream struct {
 	sendFields  []hpack.HeaderField // borrowed from the sender, valid while sendKind == sendHeaders
 	sendBuf     *bufpool.Buffer     // owned by the send slot: freed by the writer once encoded, or by the sender when the stream fails
 	sendOff     int
-	sendEnd     bool
 	sendResult  error // outcome of the last item
-	sendHold    bool  // the item may stay unflushed (HoldFlush)
-	hold        bool  // HoldFlush was called; applies to the next item
-	sendWaiting bool  // the sender is parked on sendCh
-	sendAsync   bool  // the item was left in the slot by a WriteData that returned at once (see writeData)
-	handoff     bool  // the parked sender was handed the write role
-	inReady     bool  // linked in conn.ready
+	sendEnd     bool
+	sendHold    bool // the item may stay unflushed (HoldFlush)
+	hold        bool // HoldFlush was called; applies to the next item
+	sendWaiting bool // the sender is parked on sendCh
+	sendAsync   bool // the item was left in the slot by a WriteData that returned at once (see writeData)
+	handoff     bool // the parked sender was handed the write role
+	inReady     bool // linked in conn.ready
 	next        *Stream
 	headersSent bool
 	endQueued   bool // END_STREAM was handed to the send slot
@@ -68,10 +68,10 @@ type Stream struct {
 	// engine-lock round trips.
 	eofSeen      atomic.Bool
 	recvWaiting  bool
-	unary        bool   // opened by NewStreamHold (a unary call): its caller waits for the response right after the request (flushReaderLocked)
-	inlineFn     func() // RunInline's function, while pending (Conn.inline)
-	gotHeaders   bool   // client: response headers arrived
-	trailersOnly bool   // client: the response headers ended the stream
+	unary        bool          // opened by NewStreamHold (a unary call): its caller waits for the response right after the request (flushReaderLocked)
+	inlineFn     InlineHandler // RunInline's handler, while pending (Conn.inline)
+	gotHeaders   bool          // client: response headers arrived
+	trailersOnly bool          // client: the response headers ended the stream
 
 	hdrs []hpack.HeaderField // request (server) or response (client) headers
 	trls []hpack.HeaderField
