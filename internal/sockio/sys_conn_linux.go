@@ -82,6 +82,19 @@ func (c *VecConn) WriteVec(bufs [][]byte) (int64, error) {
 	return n, err
 }
 
+// Write writes all of p (borrowed until return) as WriteVec writes one
+// slice: with send(2) rather than write(2), which on a socket takes the
+// file layer's detour (position lock, permission hooks, fsnotify) for
+// nothing; about 0.1 µs of a loopback write here. Errors are wrapped as
+// net's conns wrap them (a *net.OpError, op "write").
+func (c *VecConn) Write(p []byte) (int, error) {
+	n, err := c.w.write(p)
+	if err != nil {
+		err = opError(c.Conn, "write", err)
+	}
+	return n, err
+}
+
 // NetConn returns the wrapped conn.
 func (c *VecConn) NetConn() net.Conn { return c.Conn }
 
@@ -111,6 +124,7 @@ type writeCall struct {
 	n    int64                 // bytes written in this call
 	err  error                 // syscall error of this call
 	hi   int                   // most iovecs used in this call, for clearing
+	one  [1][]byte             // bufs of a Write
 }
 
 // writeCalls holds the writeCalls of conns not inside WriteVec.
@@ -139,6 +153,26 @@ func (rw *rawWriter) writeVec(bufs [][]byte) (int64, error) {
 	return n, err
 }
 
+// write is writeVec for one slice.
+func (rw *rawWriter) write(p []byte) (int, error) {
+	w := writeCalls.Get().(*writeCall)
+	w.one[0] = p
+	w.w, w.bufs, w.idx, w.off, w.n, w.err, w.hi = rw, w.one[:], 0, 0, 0, nil, 0
+	raceReleaseIO()
+	err := rw.rc.Write(w.fn)
+	if err == nil {
+		err = w.err
+	} else {
+		err = rawOpErr(err)
+	}
+	n := int(w.n)
+	clear(w.iov[:w.hi])
+	w.one[0] = nil
+	w.w, w.bufs, w.err = nil, nil, nil
+	writeCalls.Put(w)
+	return n, err
+}
+
 // writeOnce is the RawConn.Write callback: it writes until everything is out
 // (true), the socket would block (false: the runtime parks the goroutine
 // until the socket is writable and calls again), or an error (true, w.err).
@@ -162,7 +196,17 @@ func (w *writeCall) writeOnce(fd uintptr) bool {
 		}
 		w.iov = iov
 		w.hi = max(w.hi, len(iov))
-		r, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		var r uintptr
+		var e syscall.Errno
+		op := "writev"
+		if len(iov) == 1 {
+			// One slice: send(2), which skips the file layer that
+			// writev(2) goes through (see Write).
+			op = "sendto"
+			r, _, e = syscall.Syscall6(syscall.SYS_SENDTO, fd, uintptr(unsafe.Pointer(iov[0].Base)), uintptr(iov[0].Len), syscall.MSG_NOSIGNAL, 0, 0)
+		} else {
+			r, _, e = syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		}
 		switch {
 		case e == syscall.EINTR:
 			continue
@@ -170,7 +214,7 @@ func (w *writeCall) writeOnce(fd uintptr) bool {
 			writeParks.Add(1)
 			return false
 		case e != 0:
-			w.err = os.NewSyscallError("writev", e)
+			w.err = os.NewSyscallError(op, e)
 			return true
 		case r == 0:
 			w.err = io.ErrUnexpectedEOF
@@ -376,23 +420,27 @@ func readPooled(fd uintptr, pool *bufpool.Pool, size int) (*bufpool.Buffer, erro
 	return b, nil
 }
 
-// readSome makes one non-blocking read(2) into p, retried on EINTR: n > 0
+// readSome makes one non-blocking recv(2) into p, retried on EINTR: n > 0
 // bytes, or syscall.EAGAIN when the socket is empty, io.EOF at the peer's
-// end, or the error.
+// end, or the error. recv rather than read(2), which on a socket takes
+// the file layer's detour (see Write).
 func readSome(fd uintptr, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, io.ErrShortBuffer // the callers' sizes are positive
+	}
 	for {
-		n, err := syscall.Read(int(fd), p)
+		r, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), 0, 0, 0)
 		switch {
-		case err == syscall.EINTR:
+		case e == syscall.EINTR:
 			continue
-		case err == syscall.EAGAIN:
+		case e == syscall.EAGAIN:
 			return 0, syscall.EAGAIN
-		case err != nil:
-			return 0, os.NewSyscallError("read", err)
-		case n == 0:
+		case e != 0:
+			return 0, os.NewSyscallError("recvfrom", e)
+		case r == 0:
 			return 0, io.EOF
 		}
-		return n, nil
+		return int(r), nil
 	}
 }
 
