@@ -582,6 +582,7 @@ func (c *Conn) goIdle(rn readableNotifier) bool {
 	c.mu.Lock()
 	c.trimIdleLocked()
 	c.mu.Unlock()
+	c.fr.ForgetHeaderBlocks()
 	if rn.OnReadable(c.resume) == nil {
 		return true
 	}

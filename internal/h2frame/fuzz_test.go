@@ -82,19 +82,29 @@ func fuzzFrameOne(t *testing.T, in []byte) {
 	mode, wire := in[0], in[1:]
 	pool := fuzzPool // shared: a fresh pool per input would allocate every buffer anew
 	base := pool.Outstanding()
-	c := chopReader{data: wire, max: 1 + int(mode&0x3f)*97}
-	var src io.Reader = &c
 	pooled := mode&0x80 != 0
-	if pooled {
-		src = &fakeReady{chopReader: c}
-	}
 	const maxList = 2048
-	r := NewReader(src, ReaderConfig{Pool: pool, MaxHeaderListSize: maxList, ReadBufferSize: 64 + int(mode&0x40)*100})
-	if mode&0x40 != 0 {
-		r.ReadPreface()
+	newReader := func() *Reader {
+		c := chopReader{data: wire, max: 1 + int(mode&0x3f)*97}
+		var src io.Reader = &c
+		if pooled {
+			src = &fakeReady{chopReader: c}
+		}
+		r := NewReader(src, ReaderConfig{Pool: pool, MaxHeaderListSize: maxList, ReadBufferSize: 64 + int(mode&0x40)*100})
+		if mode&0x40 != 0 {
+			r.ReadPreface()
+		}
+		return r
 	}
+	r := newReader()
+	// forgetful reads the same bytes without replaying header blocks
+	// (seen.go): both must return the same.
+	forgetful := newReader()
+	defer forgetful.Close()
 	for range 1000 {
 		fr, err := r.ReadFrame()
+		forgetful.ForgetHeaderBlocks()
+		sameAsForgetful(t, fr, err, forgetful)
 		if err != nil {
 			var ce ConnError
 			var se StreamError
@@ -156,6 +166,29 @@ func fuzzFrameOne(t *testing.T, in []byte) {
 }
 
 var fuzzPool = bufpool.New(nil)
+
+// sameAsForgetful reads the next frame from forgetful and checks that it is
+// the frame (or error) another Reader returned for the same bytes.
+func sameAsForgetful(t *testing.T, fr Frame, err error, forgetful *Reader) {
+	fr2, err2 := forgetful.ReadFrame()
+	if df, ok := fr2.(*DataFrame); ok && df.Data != nil {
+		df.Data.Free()
+	}
+	if (err == nil) != (err2 == nil) || err != nil && err.Error() != err2.Error() {
+		t.Fatalf("error %v, without replays %v", err, err2)
+	}
+	hf, ok := fr.(*HeadersFrame)
+	if !ok {
+		return
+	}
+	hf2, ok := fr2.(*HeadersFrame)
+	if !ok {
+		t.Fatalf("HEADERS, without replays %T", fr2)
+	}
+	if hf.Invalid != hf2.Invalid || hf.Truncated != hf2.Truncated || !slices.Equal(hf.Fields, hf2.Fields) {
+		t.Fatalf("HEADERS %+v, without replays %+v", hf, hf2)
+	}
+}
 
 // checkReencode writes a parsed control frame with the Writer and parses it
 // again: the fields must survive the round trip.

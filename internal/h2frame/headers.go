@@ -149,7 +149,7 @@ func (r *Reader) appendBlock(p []byte) {
 func (r *Reader) finishBlock(block []byte) (Frame, error) {
 	if r.contPush {
 		r.discarding = true
-		err := r.dec.Decode(block, r.maxList, r.emitFn)
+		_, err := r.decodeBlock(block)
 		r.discarding = false
 		if err != nil && err != hpack.ErrListTooLarge {
 			return nil, ConnError{ErrCodeCompression, "hpack_decode"}
@@ -163,11 +163,18 @@ func (r *Reader) finishBlock(block []byte) (Frame, error) {
 	}
 	clear(f.Fields) // drop references to the last block's strings
 	f.Fields = f.Fields[:0]
-	err := r.dec.Decode(block, r.maxList, r.emitFn)
-	if err == hpack.ErrListTooLarge {
-		f.Truncated = true
-	} else if err != nil {
-		return nil, ConnError{ErrCodeCompression, "hpack_decode"}
+	invalid, replayed := r.replaySeen(block, f)
+	if !replayed {
+		changed, err := r.decodeBlock(block)
+		if err == hpack.ErrListTooLarge {
+			f.Truncated = true
+		} else if err != nil {
+			return nil, ConnError{ErrCodeCompression, "hpack_decode"}
+		}
+		invalid = checkFields(f.Fields)
+		if err == nil && !changed {
+			r.rememberSeen(block, f.Fields, invalid)
+		}
 	}
 	f.Flags |= FlagEndHeaders
 	if r.contErr.StreamID != 0 {
@@ -175,7 +182,7 @@ func (r *Reader) finishBlock(block []byte) (Frame, error) {
 		r.contErr = StreamError{}
 		return nil, se
 	}
-	f.Invalid = checkFields(f.Fields)
+	f.Invalid = invalid
 	return f, nil
 }
 

@@ -91,6 +91,8 @@ type Reader struct {
 
 	sink DataSink // asked where DATA payloads go; nil: none (SetDataSink)
 
+	seen *seenBlocks // header blocks to replay (seen.go); nil until one is remembered
+
 	// frames holds the read buffer and one frame value of each type,
 	// reused by every ReadFrame, with the scratch slices inside them
 	// (hf.Fields, sf.Settings, gf.Debug). It is taken from framesPool when

@@ -21,6 +21,10 @@ type Decoder struct {
 type decodeScratch struct {
 	huff []byte // Huffman output; valid until the next field
 	join []byte // name and value joined for a single allocation
+	// changed records that the block being decoded changed the dynamic
+	// table (DecodeReport); here rather than in the Decoder, which every
+	// connection holds for good.
+	changed bool
 }
 
 // scratchPool holds the scratch space of idle decoders.
@@ -200,10 +204,22 @@ func (d *Decoder) makeStrings(nameB, valB []byte) (string, string) {
 // into strings unless the dynamic table must store it, so the memory held
 // stays bounded by the limit plus the table size.
 func (d *Decoder) Decode(block []byte, maxListSize uint32, emit func(HeaderField)) error {
+	_, err := d.DecodeReport(block, maxListSize, emit)
+	return err
+}
+
+// DecodeReport is Decode that also reports whether the block changed the
+// dynamic table (an insertion, an eviction or a size update), including a
+// block that failed part way. A block that did not decodes to the same
+// fields as long as the table does not change: the frame reader replays
+// such blocks from memory (h2frame's seen.go).
+func (d *Decoder) DecodeReport(block []byte, maxListSize uint32, emit func(HeaderField)) (changed bool, err error) {
 	if d.sc == nil {
 		d.sc = scratchPool.Get().(*decodeScratch)
 	}
-	err := d.decode(block, maxListSize, emit)
+	d.sc.changed = false
+	err = d.decode(block, maxListSize, emit)
+	changed = d.sc.changed
 	// An idle connection should not keep the scratch space of one large
 	// header alive.
 	if cap(d.sc.huff) > maxKeptScratch {
@@ -212,7 +228,7 @@ func (d *Decoder) Decode(block []byte, maxListSize uint32, emit func(HeaderField
 	if cap(d.sc.join) > maxKeptScratch {
 		d.sc.join = nil
 	}
-	return err
+	return changed, err
 }
 
 // maxKeptScratch is the largest scratch buffer kept between blocks.
@@ -237,6 +253,7 @@ func (d *Decoder) decode(block []byte, maxListSize uint32, emit func(HeaderField
 				return errUpdateTooBig
 			}
 			d.table.setMaxSize(uint32(v))
+			d.sc.changed = true
 			p = rest
 			continue
 		}
@@ -325,6 +342,7 @@ func (d *Decoder) decode(block []byte, maxListSize uint32, emit func(HeaderField
 		store := indexing && size <= uint64(d.table.maxSize)
 		if indexing && !store {
 			d.table.evictTo(0) // §4.4: a too-large entry empties the table
+			d.sc.changed = true
 		}
 		if over && !store {
 			continue
@@ -344,6 +362,7 @@ func (d *Decoder) decode(block []byte, maxListSize uint32, emit func(HeaderField
 			}
 			val = shared(val)
 			d.table.add(HeaderField{Name: name, Value: val}, false)
+			d.sc.changed = true
 		}
 		if !over {
 			emit(HeaderField{Name: name, Value: val, Sensitive: sensitive})
