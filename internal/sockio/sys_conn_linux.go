@@ -138,6 +138,24 @@ func (w *rawWriter) init(rc syscall.RawConn) { w.rc = rc }
 
 func (rw *rawWriter) writeVec(bufs [][]byte) (int64, error) {
 	w := writeCalls.Get().(*writeCall)
+	n, err := w.run(rw, bufs)
+	writeCalls.Put(w)
+	return n, err
+}
+
+// write is writeVec for one slice.
+func (rw *rawWriter) write(p []byte) (int, error) {
+	w := writeCalls.Get().(*writeCall)
+	w.one[0] = p
+	n, err := w.run(rw, w.one[:])
+	w.one[0] = nil
+	writeCalls.Put(w)
+	return int(n), err
+}
+
+// run writes all of bufs through rw's RawConn with w as the call's state,
+// and drops w's references to them after.
+func (w *writeCall) run(rw *rawWriter, bufs [][]byte) (int64, error) {
 	w.w, w.bufs, w.idx, w.off, w.n, w.err, w.hi = rw, bufs, 0, 0, 0, nil, 0
 	raceReleaseIO()
 	err := rw.rc.Write(w.fn)
@@ -149,27 +167,6 @@ func (rw *rawWriter) writeVec(bufs [][]byte) (int64, error) {
 	n := w.n
 	clear(w.iov[:w.hi]) // do not pin the caller's buffers
 	w.w, w.bufs, w.err = nil, nil, nil
-	writeCalls.Put(w)
-	return n, err
-}
-
-// write is writeVec for one slice.
-func (rw *rawWriter) write(p []byte) (int, error) {
-	w := writeCalls.Get().(*writeCall)
-	w.one[0] = p
-	w.w, w.bufs, w.idx, w.off, w.n, w.err, w.hi = rw, w.one[:], 0, 0, 0, nil, 0
-	raceReleaseIO()
-	err := rw.rc.Write(w.fn)
-	if err == nil {
-		err = w.err
-	} else {
-		err = rawOpErr(err)
-	}
-	n := int(w.n)
-	clear(w.iov[:w.hi])
-	w.one[0] = nil
-	w.w, w.bufs, w.err = nil, nil, nil
-	writeCalls.Put(w)
 	return n, err
 }
 

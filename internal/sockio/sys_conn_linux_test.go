@@ -536,3 +536,61 @@ func TestConnSize(t *testing.T) {
 		t.Fatalf("Conn is %d bytes, want at most 64", n)
 	}
 }
+
+// Write sends one slice with send(2): raw for up to maxRawLen, through the
+// runtime above. A 3 MiB slice against small socket buffers goes out in
+// many partial sends, large then small, parking on a full send buffer,
+// and arrives whole and in order.
+func TestWriteOneSlicePartial(t *testing.T) {
+	client, server := tcpPair(t)
+	client.SetWriteBuffer(16 << 10)
+	server.SetReadBuffer(16 << 10)
+	for _, pooled := range []bool{true, false} {
+		w := Wrap(client, pooled)
+		want := make([]byte, 3<<20)
+		for i := range want {
+			want[i] = byte(i * 7 >> 3)
+		}
+		got := make(chan []byte, 1)
+		go func() {
+			out := make([]byte, 0, len(want))
+			buf := make([]byte, 32<<10)
+			server.SetReadDeadline(time.Now().Add(20 * time.Second))
+			for i := 0; len(out) < len(want); i++ {
+				n, err := server.Read(buf)
+				if err != nil {
+					break
+				}
+				out = append(out, buf[:n]...)
+				if i%64 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			got <- out
+		}()
+		client.SetWriteDeadline(time.Now().Add(20 * time.Second))
+		parks := writeParks.Load()
+		n, err := w.Write(want)
+		if err != nil || n != len(want) {
+			t.Fatalf("pooled %v: Write = %d, %v; want %d, nil", pooled, n, err, len(want))
+		}
+		if g := <-got; !bytes.Equal(g, want) {
+			t.Fatalf("pooled %v: peer read %d bytes that differ from the %d written", pooled, len(g), len(want))
+		}
+		if writeParks.Load() == parks {
+			t.Errorf("pooled %v: Write never parked on a full send buffer", pooled)
+		}
+	}
+	// A write to a conn whose peer is gone fails as net's conns fail.
+	server.Close()
+	w := Wrap(client, true)
+	var err error
+	for i := 0; i < 100 && err == nil; i++ {
+		_, err = w.Write(make([]byte, 64<<10))
+		time.Sleep(time.Millisecond)
+	}
+	var oe *net.OpError
+	if !errors.As(err, &oe) || oe.Op != "write" {
+		t.Fatalf("write after the peer closed: %v, want a *net.OpError for write", err)
+	}
+}
