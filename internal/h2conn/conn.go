@@ -82,8 +82,11 @@ type Conn struct {
 	goAwayLastID   uint32 // last stream id of the GOAWAY we sent
 	peerGoAwayCode h2frame.ErrCode
 	pingStrikes    int32
-	bdpBytes       uint32 // DATA bytes received while bdp is nil
-	resetStart     uint32 // owned by the run loop: milliseconds since clockEpoch (mod 2^32) the current resetWindow began
+	parked         int32 // goroutines parked in waitRecvLocked or waitSendLocked (lend.go)
+	// lendState is who holds the read role, and more (lend.go).
+	lendState  atomic.Uint32
+	bdpBytes   uint32 // DATA bytes received while bdp is nil
+	resetStart uint32 // owned by the run loop: milliseconds since clockEpoch (mod 2^32) the current resetWindow began
 	// recentClosed holds the closedTag of recently closed peer stream ids
 	// (peer ids share their parity), a ring at recentNext: an id matches
 	// exactly when it is within 2^17 of one remembered; an older one may
@@ -101,21 +104,19 @@ type Conn struct {
 	goAwayRecv    bool
 	resetStrikes  bool // we sent HEADERS or DATA since the last PING: strikes restart
 	settingsAcked bool
-	kaPingOut     bool // a keepalive PING is outstanding
 	wantWrite     bool // something new became writable since the writer last looked
 	soloBatch     bool // the unflushed bytes in fw are all held writes of one stream
 	drainStarted  bool // drainedLocked started the final close
 	// idleCredit sets the reader's idle wait (see minIdleReadWait). Written
 	// under mu by the reader, which alone may read it without.
 	idleCredit uint8
+	// lendCool counts down the batches a connection reads the usual way
+	// after a bounded wait of a lent role ran out (lend.go); guarded by mu.
+	lendCool uint8
 
-	// The read role (lend.go). lendState: see there. parked counts the
-	// goroutines parked in waitRecvLocked or waitSendLocked (guarded by
-	// mu); inline is the stream whose RunInline handler waits for the
-	// batch to end (owned by the role's holder).
-	lendState atomic.Uint32
-	parked    int32
-	inline    *Stream
+	// inline is the stream whose RunInline handler waits for the batch to
+	// end (owned by the read role's holder; lend.go).
+	inline *Stream
 }
 
 // peerSettings are the peer's SETTINGS as last received.

@@ -16,6 +16,7 @@ type timers struct {
 	age       *ageTimers   // nil unless MaxConnectionIdle or MaxConnectionAge is set
 	kaSentAt  int64        // unix nanoseconds the keepalive PING went out
 	kaWaiting bool         // keepalive fired a PING and waits for the ACK
+	kaPingOut bool         // a keepalive PING is outstanding
 }
 
 // ageTimers are a server's connection lifetime timers, which most servers
@@ -101,7 +102,7 @@ func (c *Conn) onKeepalive() {
 			return
 		}
 		c.timers.kaWaiting = false
-		c.kaPingOut = false
+		c.timers.kaPingOut = false
 	}
 	if idle := now.Sub(time.Unix(0, last)); idle < every {
 		c.timers.keepalive.Reset(every - idle)
@@ -113,7 +114,7 @@ func (c *Conn) onKeepalive() {
 		c.mu.Unlock()
 		return
 	}
-	c.kaPingOut = true
+	c.timers.kaPingOut = true
 	c.timers.kaWaiting = true
 	c.timers.kaSentAt = now.UnixNano()
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlPing, data: keepalivePingData}, false)

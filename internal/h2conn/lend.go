@@ -72,7 +72,30 @@ const (
 	// callerReadWait bounds a caller's read, and so how late it sees its
 	// context end: between half of it and all of it.
 	callerReadWait = time.Millisecond
+	// lendCoolBatches is how many batches a connection reads the usual
+	// way, with a reader goroutine that neither lends its role nor waits
+	// from inside a flush, after such a bounded wait ran out with nothing
+	// read (coolingLocked). The peer answers more slowly than the bound
+	// then, as on a loaded server with many connections: each lent wait
+	// would end at its bound and hand the role to a new reader goroutine,
+	// a timer, a wake-up, a read that finds nothing and a goroutine per
+	// call for nothing. After the batches, lending is tried again.
+	lendCoolBatches = 16
 )
+
+// coolLocked starts the cool-down after a lent role's bounded wait ran out
+// with nothing read.
+func (c *Conn) coolLocked() { c.lendCool = lendCoolBatches }
+
+// coolingLocked reports whether the connection is cooling down, counting
+// one batch of it; for a holder of the role about to lend it.
+func (c *Conn) coolingLocked() bool {
+	if c.lendCool == 0 {
+		return false
+	}
+	c.lendCool--
+	return true
+}
 
 // lendWatch is the watcher's state.
 var lendWatch lendWatcher
@@ -273,6 +296,9 @@ func (c *Conn) readAsCaller() {
 		if err == h2frame.ErrWouldBlock {
 			c.flushInline()
 			c.fr.SetIdleWait(c.idleWait())
+			c.mu.Lock()
+			c.coolLocked()
+			c.mu.Unlock()
 			c.startReader()
 			return
 		}
@@ -290,7 +316,7 @@ func (c *Conn) readAsCaller() {
 	c.mu.Lock()
 	c.creditReadLocked()
 	c.kickLocked()
-	if c.mayLendLocked() && (c.role == RoleClient || c.numPeer == 1) {
+	if c.mayLendLocked() && (c.role == RoleClient || c.numPeer == 1) && !c.coolingLocked() {
 		c.lendLocked(lendFree)
 		c.mu.Unlock()
 		return
@@ -369,7 +395,7 @@ func (c *Conn) settleBatch(lone bool) bool {
 		// A client lends with or without a stream open (its next caller
 		// reads); a server only to the handler of its one stream.
 		c.mu.Lock()
-		ok := c.mayLendLocked() && (c.role == RoleClient || c.numPeer == 1)
+		ok := c.mayLendLocked() && (c.role == RoleClient || c.numPeer == 1) && !c.coolingLocked()
 		if ok {
 			c.lendLocked(lendFree)
 		}
@@ -420,7 +446,7 @@ type flushReadSource interface {
 // Then it takes the read role and returns the socket and the role's kind
 // to lend it back as. Called with mu held by the holder of the write role.
 func (c *Conn) flushReaderLocked(self *Stream) (flushReadSource, uint32) {
-	if self == nil || self.sendKind != sendNone || c.closing || c.parked != 0 || self.canceled() {
+	if self == nil || self.sendKind != sendNone || c.closing || c.parked != 0 || c.lendCool != 0 || self.canceled() {
 		return nil, 0
 	}
 	v := c.lendState.Load()
@@ -468,8 +494,11 @@ func (c *Conn) flushAndRead(fs flushReadSource, kind uint32) {
 		c.fr.Feed(b)
 	}
 	c.mu.Lock()
-	if lost {
+	switch {
+	case lost:
 		c.lendState.Or(lendNoFlushWait) // from now on, the usual way
+	case b == nil && rerr == nil && ferr == nil:
+		c.coolLocked() // the bound ran out: the answer is slower than it
 	}
 	c.lendLocked(kind)
 	c.mu.Unlock()

@@ -203,3 +203,63 @@ func TestInlineFlushWaitLostEdge(t *testing.T) {
 	<-ended
 	checkLeaks(t, pool, g)
 }
+
+// slowEchoHandler is echoHandler that answers a payload of "slow" after
+// 5 ms, longer than a lent role's bounded wait.
+func slowEchoHandler(pool *bufpool.Pool) Handler {
+	return HandlerFunc(func(s *Stream) {
+		go func() {
+			got, err := recvAll(s)
+			if err != nil {
+				return
+			}
+			if string(got) == "slow" {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if s.WriteHeaders(respFields, false) != nil || s.WriteData(pool.Copy(got), false) != nil {
+				return
+			}
+			s.WriteTrailers(trailerFields)
+		}()
+	})
+}
+
+// A lone client whose caller waited for an answer past the bound of its
+// read (callerReadWait) reads the usual way for lendCoolBatches batches,
+// with a reader goroutine that does not lend its role, and then lends
+// again.
+func TestLendCoolsDownAfterSlowAnswer(t *testing.T) {
+	shareForTest(t)
+	sockio.StartIdlePoller() // a process-wide goroutine, before the baseline
+	g := runtime.NumGoroutine()
+	p := newPair(t, Config{}, Config{}, slowEchoHandler, true)
+	cool := func() uint8 {
+		p.client.mu.Lock()
+		defer p.client.mu.Unlock()
+		return p.client.lendCool
+	}
+	for range 3 {
+		roundTrip(t, p.client, p.pool, []byte("x"))
+	}
+	if n := cool(); n != 0 {
+		t.Fatalf("cooling (%d) after answers within the bound", n)
+	}
+	if got := roundTrip(t, p.client, p.pool, []byte("slow")); string(got) != "slow" {
+		t.Fatalf("echo %q", got)
+	}
+	if n := cool(); n == 0 || n > lendCoolBatches {
+		t.Fatalf("after an answer slower than the bound: cooling %d, want 1..%d", n, lendCoolBatches)
+	}
+	// Each fast call is one batch for the reader goroutine, which counts
+	// the cool-down down instead of lending.
+	lentAgain := false
+	for i := 0; i < lendCoolBatches+20 && !lentAgain; i++ {
+		roundTrip(t, p.client, p.pool, []byte("x"))
+		lentAgain = cool() == 0 && p.client.lendState.Load()&lendKinds == lendFree
+	}
+	if !lentAgain {
+		t.Fatalf("the client did not lend its role again after the cool-down (cooling %d, state %#x)", cool(), p.client.lendState.Load())
+	}
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}

@@ -27,7 +27,7 @@ func (c *Conn) onPing(f *h2frame.PingFrame) *Error {
 		case bdpPingData:
 			c.bdp.onAck(timeNow())
 		case keepalivePingData:
-			c.kaPingOut = false
+			c.timers.kaPingOut = false
 			if c.timers.kaWaiting {
 				// The next ping is due Time after this ACK, the last
 				// frame read.
