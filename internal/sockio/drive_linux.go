@@ -93,7 +93,7 @@ func (c *Conn) Drive(pool *bufpool.Pool, size int, d Driver) (timedOut bool, err
 	} else if c.rdl != 0 {
 		// A deadline left from before, too close (or too far): re-arm it
 		// before RawConn.Read trips over it.
-		now := time.Now().UnixNano()
+		now := monoNow()
 		if left := c.rdl - now; left < int64(within/2) || left > int64(within) {
 			if err := c.arm(now, within); err != nil {
 				return false, opError(c.Conn, "read", err)
@@ -177,7 +177,7 @@ func (dc *driveCall) park() bool {
 		return false
 	}
 	c := dc.c
-	now := time.Now().UnixNano()
+	now := monoNow()
 	if left := c.rdl - now; c.rdl == 0 || left < int64(within/2) || left > int64(within) {
 		if err := c.arm(now, within); err != nil {
 			dc.err = err

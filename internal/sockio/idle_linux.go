@@ -228,7 +228,7 @@ func (c *Conn) FlushReadyWithin(pool *bufpool.Pool, size int, d time.Duration, f
 	if c.rdl != 0 {
 		// Re-arm a deadline too close to bound this wait (or, after a
 		// larger d, too far), before the read can trip over it.
-		now := time.Now().UnixNano()
+		now := monoNow()
 		if left := c.rdl - now; left < int64(d/2) || left > int64(d) {
 			if err := c.arm(now, d); err != nil {
 				if f != nil {

@@ -246,7 +246,7 @@ func (w *writeCall) advance(n int) {
 type Conn struct {
 	VecConn // VecConn.w.rc is the conn's RawConn
 
-	// rdl is the read deadline ReadReadyWithin left armed (Unix
+	// rdl is the read deadline ReadReadyWithin left armed (monoNow
 	// nanoseconds, 0: none), kept across calls so that a busy connection
 	// does not set and clear a timer per wait; owned by the reading
 	// goroutine.
@@ -394,7 +394,7 @@ func (r *readCall) readOnce(fd uintptr) bool {
 // is armed. It returns done, or true when arming failed (r.err).
 func (r *readCall) parkWithin(done bool) bool {
 	if c := r.c; r.within > 0 && c.rdl == 0 {
-		if err := c.arm(time.Now().UnixNano(), r.within); err != nil {
+		if err := c.arm(monoNow(), r.within); err != nil {
 			r.err = err
 			return true
 		}
@@ -497,10 +497,19 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// arm sets the read deadline ReadReadyWithin waits under to now+d.
+// monoBase is the origin of monoNow.
+var monoBase = time.Now()
+
+// monoNow returns the monotonic clock in nanoseconds since monoBase: one
+// clock read, where time.Now makes two (wall and monotonic); a wait's
+// bound is checked against rdl on every wait of a busy connection.
+func monoNow() int64 { return int64(time.Since(monoBase)) }
+
+// arm sets the read deadline ReadReadyWithin waits under to d from now
+// (now is monoNow's).
 func (c *Conn) arm(now int64, d time.Duration) error {
 	c.rdl = now + int64(d)
-	if err := c.Conn.SetReadDeadline(time.Unix(0, c.rdl)); err != nil {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(d)); err != nil {
 		c.rdl = 0
 		return err
 	}
