@@ -413,6 +413,26 @@ func waitIdleReaders(t *testing.T, n int, conns ...*Conn) {
 	}
 }
 
+// waitAwaitsReadable waits until the reader of each of conns has armed
+// sockio's OnReadable and returned (goIdle): no goroutine uses their frame
+// readers then, and arming came after the reader's last Unlock of mu.
+func waitAwaitsReadable(t *testing.T, conns ...*Conn) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for _, c := range conns {
+		ar, ok := c.nc.(interface{ AwaitsReadable() bool })
+		if !ok {
+			t.Fatalf("%v: %T has no idle wait", c.role, c.nc)
+		}
+		for !ar.AwaitsReadable() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%v: the reader did not go idle", c.role)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
 // waitGoroutines waits until at most n goroutines run.
 func waitGoroutines(t *testing.T, n int) {
 	t.Helper()
@@ -968,6 +988,10 @@ func TestIdleWithOpenStreamsHoldsNothing(t *testing.T) {
 	// handler may read for itself for a while first, lend.go: the role is
 	// then lendCaller, and the reader it hands over to goes idle in turn.)
 	waitIdleReaders(t, g+2, p.client, p.server)
+	// The goroutine count can reach its mark while a reader still runs
+	// (one counted in g may have ended meanwhile): wait for both readers
+	// to have handed their sockets to the idle poller.
+	waitAwaitsReadable(t, p.client, p.server)
 	for _, c := range []*Conn{p.client, p.server} {
 		c.mu.Lock() // the gone reader's last use of fr came before its last Unlock
 		rb, sc := c.fr.HoldsReadBuffer(), c.fr.HoldsScratch()

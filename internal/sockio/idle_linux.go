@@ -166,6 +166,15 @@ func (c *Conn) OnReadable(fn func()) error {
 	return nil
 }
 
+// AwaitsReadable reports whether a callback armed with OnReadable waits to
+// run: the conn's reader handed the socket to the idle poller. For tests
+// that check what an idle connection holds, once its reader is gone.
+func (c *Conn) AwaitsReadable() bool {
+	idle.mu.Lock()
+	defer idle.mu.Unlock()
+	return c.onReady != nil
+}
+
 // Close closes the conn. A callback armed with OnReadable runs (on a new
 // goroutine), so that the reader finds the conn closed.
 func (c *Conn) Close() error {
