@@ -40,9 +40,10 @@ type ClientConfig struct {
 type ClientStream struct {
 	st      *h2conn.Stream
 	ctx     context.Context
-	stop    func() bool // stops the context watcher; nil while there is none
-	fired   bool        // the context watcher ran (or runs): the stream may not be reused
-	pooled  bool        // ClientConfig.Unary: Release puts s in unaryStreams
+	stop    func() bool     // stops the context watcher; nil while there is none
+	done    <-chan struct{} // ctx.Done() when stop watches it (canceled)
+	fired   bool            // the context watcher ran (or runs): the stream may not be reused
+	pooled  bool            // ClientConfig.Unary: Release puts s in unaryStreams
 	codec   encoding.CodecV2
 	pool    *bufpool.Pool
 	maxSend int
@@ -126,6 +127,7 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	s.parser.MaxRecv = cfg.MaxRecv
 	s.parser.Pool = s.pool
 	if done != nil && !watched {
+		s.done = done
 		s.stop = context.AfterFunc(ctx, func() { st.Reset(h2frame.ErrCodeCancel) })
 		// A receive that would read the socket itself (h2conn's lent
 		// read role) looks at ctx first, so that an earlier cancel wins
@@ -145,6 +147,9 @@ func (s *ClientStream) Stream() *h2conn.Stream { return s.st }
 // status, as grpc-go's transport errors do: a send racing the deadline must
 // not turn into a DeadlineExceeded of its own.
 func (s *ClientStream) SendMsg(m any, last bool) error {
+	if s.canceled() {
+		return io.EOF
+	}
 	b, err := EncodeBuffer(s.pool, s.codec, m, s.maxSend)
 	if err != nil {
 		// grpc-go ends the call with the encoding error.
@@ -159,8 +164,31 @@ func (s *ClientStream) SendMsg(m any, last bool) error {
 
 // CloseSend half-closes the request.
 func (s *ClientStream) CloseSend() error {
-	s.st.CloseSend()
+	if !s.canceled() {
+		s.st.CloseSend()
+	}
 	return nil
+}
+
+// canceled reports whether the call's context has ended, and then resets
+// the stream with CANCEL itself: a send, a half-close or a receive that
+// starts after the context ended fails as the context says, whether or not
+// the AfterFunc's reset has run yet. Otherwise a half-close right after a
+// cancel could still go out, the server answer it, and the receive after
+// return that answer (grpc-go's interop case cancel_after_begin wants
+// Canceled). Only streams whose waits do not watch the context (all but
+// unary calls) keep done.
+func (s *ClientStream) canceled() bool {
+	if s.done == nil || s.st == nil {
+		return false
+	}
+	select {
+	case <-s.done:
+		s.st.Reset(h2frame.ErrCodeCancel)
+		return true
+	default:
+		return false
+	}
 }
 
 // Header waits for the response headers and returns their metadata. It
@@ -248,6 +276,9 @@ func (s *ClientStream) RecvMsg(m any) error {
 func (s *ClientStream) Recv() (Message, error) {
 	if s.ended {
 		return Message{}, s.final
+	}
+	if s.canceled() {
+		return Message{}, s.end(status.FromContextError(s.ctx.Err()).Err())
 	}
 	s.waitHeaders()
 	if s.hdrErr != nil {
