@@ -238,11 +238,13 @@ func TestLendCoolsDownAfterSlowAnswer(t *testing.T) {
 		defer p.client.mu.Unlock()
 		return p.client.lendCool
 	}
-	for range 3 {
+	// Fast calls; on a loaded machine one may still outlast the bound and
+	// start a cool-down, which the calls after it count down.
+	for i := 0; i < 3 || cool() != 0; i++ {
+		if i == 300 {
+			t.Fatalf("still cooling (%d) after %d answers", cool(), i)
+		}
 		roundTrip(t, p.client, p.pool, []byte("x"))
-	}
-	if n := cool(); n != 0 {
-		t.Fatalf("cooling (%d) after answers within the bound", n)
 	}
 	if got := roundTrip(t, p.client, p.pool, []byte("slow")); string(got) != "slow" {
 		t.Fatalf("echo %q", got)
@@ -253,7 +255,7 @@ func TestLendCoolsDownAfterSlowAnswer(t *testing.T) {
 	// Each fast call is one batch for the reader goroutine, which counts
 	// the cool-down down instead of lending.
 	lentAgain := false
-	for i := 0; i < lendCoolBatches+20 && !lentAgain; i++ {
+	for i := 0; i < 300 && !lentAgain; i++ {
 		roundTrip(t, p.client, p.pool, []byte("x"))
 		lentAgain = cool() == 0 && p.client.lendState.Load()&lendKinds == lendFree
 	}
