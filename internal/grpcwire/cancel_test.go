@@ -40,25 +40,15 @@ func TestCancelBeforeCloseSendWithoutReset(t *testing.T) {
 	pool := bufpool.New(nil)
 	cn, sn := h2test.TCPPair(t)
 	cfg := h2conn.Config{Pool: pool}
-	server := h2conn.NewServerConn(sn, cfg, h2conn.HandlerFunc(func(st *h2conn.Stream) {
-		req, rej := ParseRequest(st.Headers())
-		if rej != nil {
-			st.Reset(0x8)
-			st.Release()
-			return
-		}
-		ss := NewServerStream(context.Background(), st, req, &ServerConfig{Pool: pool})
-		go func() {
-			defer st.Release()
-			for {
-				if err := ss.SkipMsg(); err != nil {
-					if err == io.EOF {
-						ss.Finish(status.New(codes.OK, ""))
-					}
-					return
+	server := h2conn.NewServerConn(sn, cfg, grpcHandler(pool, func(ss *ServerStream) {
+		for {
+			if err := ss.SkipMsg(); err != nil {
+				if err == io.EOF {
+					ss.Finish(status.New(codes.OK, ""))
 				}
+				return
 			}
-		}()
+		}
 	}))
 	ended := make(chan struct{})
 	go server.ServeAsync(func() { close(ended) })
@@ -82,4 +72,23 @@ func TestCancelBeforeCloseSendWithoutReset(t *testing.T) {
 	}
 	client.Close()
 	<-ended
+}
+
+// grpcHandler is an h2conn handler that takes each stream's request as
+// gRPC (a malformed one is reset) and runs serve on a goroutine of its
+// own, releasing the stream after.
+func grpcHandler(pool *bufpool.Pool, serve func(ss *ServerStream)) h2conn.Handler {
+	return h2conn.HandlerFunc(func(st *h2conn.Stream) {
+		req, rej := ParseRequest(st.Headers())
+		if rej != nil {
+			st.Reset(0x8)
+			st.Release()
+			return
+		}
+		ss := NewServerStream(context.Background(), st, req, &ServerConfig{Pool: pool})
+		go func() {
+			defer st.Release()
+			serve(ss)
+		}()
+	})
 }

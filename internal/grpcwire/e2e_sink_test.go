@@ -52,41 +52,31 @@ func testStreamLanding(t *testing.T, pooled bool) {
 			srvDone <- err
 			return
 		}
-		srv = h2conn.NewServerConn(nc, cfg, h2conn.HandlerFunc(func(st *h2conn.Stream) {
-			req, rej := ParseRequest(st.Headers())
-			if rej != nil {
-				st.Reset(0x8)
-				st.Release()
-				return
-			}
-			ss := NewServerStream(context.Background(), st, req, &ServerConfig{Pool: pool})
-			go func() {
-				defer st.Release()
-				for i := 0; ; i++ {
-					var m grpc_testing.SimpleRequest
-					err := ss.RecvMsg(&m)
-					if err == io.EOF {
-						ss.Finish(status.New(0, ""))
-						return
-					}
-					if err != nil {
-						t.Errorf("server RecvMsg %d: %v", i, err)
-						ss.Finish(status.Convert(err))
-						return
-					}
-					if want := body(i, sizes[i]); !bytes.Equal(m.GetPayload().GetBody(), want) {
-						t.Errorf("server: message %d of %d bytes differs", i, sizes[i])
-					}
-					// The response is the next size's body, so both
-					// directions see every size.
-					k := (i + 1) % len(sizes)
-					out := &grpc_testing.SimpleResponse{Payload: &grpc_testing.Payload{Body: body(k, sizes[k])}}
-					if err := ss.SendMsg(out); err != nil {
-						t.Errorf("server SendMsg %d: %v", i, err)
-						return
-					}
+		srv = h2conn.NewServerConn(nc, cfg, grpcHandler(pool, func(ss *ServerStream) {
+			for i := 0; ; i++ {
+				var m grpc_testing.SimpleRequest
+				err := ss.RecvMsg(&m)
+				if err == io.EOF {
+					ss.Finish(status.New(0, ""))
+					return
 				}
-			}()
+				if err != nil {
+					t.Errorf("server RecvMsg %d: %v", i, err)
+					ss.Finish(status.Convert(err))
+					return
+				}
+				if want := body(i, sizes[i]); !bytes.Equal(m.GetPayload().GetBody(), want) {
+					t.Errorf("server: message %d of %d bytes differs", i, sizes[i])
+				}
+				// The response is the next size's body, so both
+				// directions see every size.
+				k := (i + 1) % len(sizes)
+				out := &grpc_testing.SimpleResponse{Payload: &grpc_testing.Payload{Body: body(k, sizes[k])}}
+				if err := ss.SendMsg(out); err != nil {
+					t.Errorf("server SendMsg %d: %v", i, err)
+					return
+				}
+			}
 		}))
 		srvDone <- srv.Serve()
 	}()

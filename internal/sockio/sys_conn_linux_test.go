@@ -289,25 +289,7 @@ func TestWriteVecLarge(t *testing.T) {
 		}
 		bufs, want := slices(sizes)
 
-		got := make(chan []byte, 1)
-		go func() {
-			// A slow reader: small reads with pauses, so the writer finds the
-			// send buffer full and parks.
-			out := make([]byte, 0, len(want))
-			buf := make([]byte, 32<<10)
-			server.SetReadDeadline(time.Now().Add(20 * time.Second))
-			for i := 0; len(out) < len(want); i++ {
-				n, err := server.Read(buf)
-				if err != nil {
-					break
-				}
-				out = append(out, buf[:n]...)
-				if i%64 == 0 {
-					time.Sleep(time.Millisecond)
-				}
-			}
-			got <- out
-		}()
+		got := slowRead(server, len(want))
 		client.SetWriteDeadline(time.Now().Add(20 * time.Second))
 		parks := writeParks.Load()
 		n, err := vw.WriteVec(bufs)
@@ -551,23 +533,7 @@ func TestWriteOneSlicePartial(t *testing.T) {
 		for i := range want {
 			want[i] = byte(i * 7 >> 3)
 		}
-		got := make(chan []byte, 1)
-		go func() {
-			out := make([]byte, 0, len(want))
-			buf := make([]byte, 32<<10)
-			server.SetReadDeadline(time.Now().Add(20 * time.Second))
-			for i := 0; len(out) < len(want); i++ {
-				n, err := server.Read(buf)
-				if err != nil {
-					break
-				}
-				out = append(out, buf[:n]...)
-				if i%64 == 0 {
-					time.Sleep(time.Millisecond)
-				}
-			}
-			got <- out
-		}()
+		got := slowRead(server, len(want))
 		client.SetWriteDeadline(time.Now().Add(20 * time.Second))
 		parks := writeParks.Load()
 		n, err := w.Write(want)
@@ -593,4 +559,28 @@ func TestWriteOneSlicePartial(t *testing.T) {
 	if !errors.As(err, &oe) || oe.Op != "write" {
 		t.Fatalf("write after the peer closed: %v, want a *net.OpError for write", err)
 	}
+}
+
+// slowRead reads n bytes from c on a goroutine, in small reads with
+// pauses, so that a writer finds the send buffer full and parks; it sends
+// what it read (less on an error) on the channel it returns.
+func slowRead(c net.Conn, n int) <-chan []byte {
+	got := make(chan []byte, 1)
+	go func() {
+		out := make([]byte, 0, n)
+		buf := make([]byte, 32<<10)
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		for i := 0; len(out) < n; i++ {
+			m, err := c.Read(buf)
+			if err != nil {
+				break
+			}
+			out = append(out, buf[:m]...)
+			if i%64 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		got <- out
+	}()
+	return got
 }
