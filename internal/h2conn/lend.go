@@ -350,7 +350,7 @@ func (s *Stream) RunInline(h InlineHandler) bool {
 	if !shareTimers || c.fr.IdleWait() == 0 || c.inline != nil {
 		return false
 	}
-	c.inline, s.inlineFn = s, h
+	c.inline, s.inlineH = s, h
 	return true
 }
 
@@ -360,8 +360,8 @@ func (c *Conn) takeInline() (*Stream, InlineHandler) {
 	if s == nil {
 		return nil, nil
 	}
-	h := s.inlineFn
-	c.inline, s.inlineFn = nil, nil
+	h := s.inlineH
+	c.inline, s.inlineH = nil, nil
 	return s, h
 }
 

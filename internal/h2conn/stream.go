@@ -69,7 +69,7 @@ type Stream struct {
 	eofSeen      atomic.Bool
 	recvWaiting  bool
 	unary        bool          // opened by NewStreamHold (a unary call): its caller waits for the response right after the request (flushReaderLocked)
-	inlineFn     InlineHandler // RunInline's handler, while pending (Conn.inline)
+	inlineH      InlineHandler // RunInline's handler, while pending (Conn.inline)
 	gotHeaders   bool          // client: response headers arrived
 	trailersOnly bool          // client: the response headers ended the stream
 
