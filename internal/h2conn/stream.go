@@ -122,9 +122,6 @@ func (s *Stream) WatchCancel(done <-chan struct{}) {
 	c.mu.Unlock()
 }
 
-// park blocks until ch is signaled or the cancel channel done (s.cancel
-// read under mu) is closed, in which case it resets the stream with
-// CANCEL. Called without mu.
 // waitRecvLocked parks the receiver until the reader signals s (or the
 // stream is canceled), with mu released meanwhile; called and returns with
 // mu held. The caller re-checks what it waits for.
@@ -168,6 +165,9 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
+// park blocks until ch is signaled or the cancel channel done (s.cancel
+// read under mu) is closed, in which case it resets the stream with
+// CANCEL. Called without mu.
 func (s *Stream) park(ch chan struct{}, done <-chan struct{}) {
 	if done == nil {
 		<-ch
