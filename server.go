@@ -412,10 +412,10 @@ func (r *rpc) handle() {
 		ss.Finish(statusDeadline)
 		return
 	}
-	if r.unary != nil {
-		// HandleStream found the method already.
-		r.stream = serverStream{ss: ss, ctx: r.context()}
-		s.processUnary(r.stream.ctx, &r.stream, r.info, r.unary)
+	ctx := r.context()
+	r.stream = serverStream{ss: ss, ctx: ctx}
+	if r.unary != nil { // HandleStream found the method already
+		s.processUnary(ctx, &r.stream, r.info, r.unary)
 		return
 	}
 	method := ss.Req.Method
@@ -424,8 +424,6 @@ func (r *rpc) handle() {
 		ss.Finish(status.Newf(codes.Unimplemented, "malformed method name: %q", method))
 		return
 	}
-	ctx := r.context()
-	r.stream = serverStream{ss: ss, ctx: ctx}
 
 	// services is read without mu: RegisterService refuses to run once
 	// Serve has started, and this goroutine descends from Serve's.

@@ -26,16 +26,16 @@ func TestClassIndex(t *testing.T) {
 }
 
 func TestWasteBound(t *testing.T) {
-	c := NewClasses()
+	p := New(nil)
 	for _, n := range []int{1, 65, 100, 1025, 33 << 10, 1<<20 + 1, 3 << 20} {
-		p := c.Get(n)
-		if len(*p) != n {
-			t.Fatalf("Get(%d) len %d", n, len(*p))
+		b := p.Get(n)
+		if b.Len() != n {
+			t.Fatalf("Get(%d) len %d", n, b.Len())
 		}
-		if n > 64 && cap(*p) > n*3/2+1 {
-			t.Fatalf("Get(%d) cap %d: more than 1.5x", n, cap(*p))
+		if n > 64 && b.Cap() > n*3/2+1 {
+			t.Fatalf("Get(%d) cap %d: more than 1.5x", n, b.Cap())
 		}
-		c.Put(p)
+		b.Free()
 	}
 }
 

@@ -1,17 +1,14 @@
 package bufpool
 
-import (
-	"math/bits"
-	"sync"
+import "math/bits"
 
-	"google.golang.org/grpc/mem"
-)
-
-// Size classes run from minClass to maxClass bytes at every power of two and
-// at one and a half times every power of two (64, 96, 128, 192, ...). A
-// request just over a boundary therefore takes a buffer at most 1.5x its size
-// instead of grpc-go's default tiers (256 B, 4 KiB, 16 KiB, 32 KiB, 1 MiB),
-// where a 33 KiB message takes a 1 MiB buffer.
+// Size classes of a Pool without a source of its own (Pool.classes) run
+// from minClass to maxClass bytes at every power of two and at one and a
+// half times every power of two (64, 96, 128, 192, ...). A request just
+// over a boundary therefore takes a buffer at most 1.5x its size instead of
+// grpc-go's default tiers (256 B, 4 KiB, 16 KiB, 32 KiB, 1 MiB), where a
+// 33 KiB message takes a 1 MiB buffer. Larger requests are allocated and
+// left to the garbage collector.
 const (
 	minClassShift = 6  // 64 B: smaller requests round up to this.
 	maxClassShift = 22 // 4 MiB: grpc-go's default receive limit plus prefix fits below 6 MiB.
@@ -44,49 +41,3 @@ func classSize(i int) int {
 	}
 	return 3 << (shift - 1)
 }
-
-// Classes is a mem.BufferPool with the fine size classes above. It is the
-// default source of a Pool; any other mem.BufferPool may replace it.
-type Classes struct {
-	pools [numClasses]sync.Pool
-}
-
-// NewClasses returns an empty class pool.
-func NewClasses() *Classes {
-	c := &Classes{}
-	for i := range c.pools {
-		size := classSize(i)
-		c.pools[i].New = func() any {
-			b := make([]byte, size)
-			return &b
-		}
-	}
-	return c
-}
-
-// Get returns a slice of length n from the class that fits it. Requests above
-// the largest class are allocated directly and dropped by Put.
-func (c *Classes) Get(n int) *[]byte {
-	i := classIndex(n)
-	if i < 0 {
-		b := make([]byte, n)
-		return &b
-	}
-	p := c.pools[i].Get().(*[]byte)
-	*p = (*p)[:n]
-	return p
-}
-
-// Put returns a slice obtained from Get. Slices whose capacity is not exactly
-// a class size did not come from here and are left to the garbage collector.
-func (c *Classes) Put(p *[]byte) {
-	n := cap(*p)
-	i := classIndex(n)
-	if i < 0 || classSize(i) != n {
-		return
-	}
-	*p = (*p)[:n]
-	c.pools[i].Put(p)
-}
-
-var _ mem.BufferPool = (*Classes)(nil)
