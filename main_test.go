@@ -5,11 +5,14 @@ import (
 	"testing"
 
 	"github.com/leangrpc/leangrpc/internal/h2conn"
+	"github.com/leangrpc/leangrpc/internal/sockio"
 )
 
-// TestMain starts h2conn's process-wide lend watcher before any test takes
-// a goroutine baseline: it stays once started.
+// TestMain starts the process-wide goroutines, h2conn's lend watcher and
+// sockio's idle poller (where there is one), before any test takes a
+// goroutine baseline: they stay once started.
 func TestMain(m *testing.M) {
 	h2conn.StartLendWatcher()
+	sockio.StartIdlePoller() // errors.ErrUnsupported on the portable path
 	os.Exit(m.Run())
 }

@@ -34,6 +34,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,17 +136,35 @@ func (p *program) get(t *testing.T) string {
 	return p.path
 }
 
+// goBuild builds one of this module's main packages with tags added to
+// the test binary's own build tags, so that a suite run with
+// -tags leangrpcportable runs the programs through the portable path too.
 func goBuild(pkg string, tags ...string) func(string) ([]byte, error) {
 	return func(out string) ([]byte, error) {
 		args := []string{"build", "-o", out}
 		if os.Getenv("LEANGRPC_INTEROP_RACE") == "1" {
 			args = append(args, "-race")
 		}
+		tags = append(ownBuildTags(), tags...)
 		if len(tags) > 0 {
 			args = append(args, "-tags", strings.Join(tags, ","))
 		}
 		return exec.Command("go", append(args, pkg)...).CombinedOutput()
 	}
+}
+
+// ownBuildTags returns the -tags the test binary was built with.
+func ownBuildTags() []string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return nil
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-tags" && s.Value != "" {
+			return strings.Split(s.Value, ",")
+		}
+	}
+	return nil
 }
 
 // grpcGoInstall builds one of grpc-go's main packages at the version this

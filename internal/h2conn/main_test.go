@@ -3,11 +3,15 @@ package h2conn
 import (
 	"os"
 	"testing"
+
+	"github.com/leangrpc/leangrpc/internal/sockio"
 )
 
-// TestMain starts the process-wide lend watcher before any test takes a
-// goroutine baseline: it stays once started.
+// TestMain starts the process-wide goroutines, the lend watcher and the
+// idle poller (where there is one), before any test takes a goroutine
+// baseline: they stay once started.
 func TestMain(m *testing.M) {
 	StartLendWatcher()
+	sockio.StartIdlePoller() // errors.ErrUnsupported on the portable path
 	os.Exit(m.Run())
 }

@@ -1,3 +1,5 @@
+//go:build linux && !leangrpcportable
+
 package sockio
 
 import (
@@ -8,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 )
@@ -34,20 +35,6 @@ import (
 // reading only under a bound, and a Driver that sees the peer announce
 // its end (HTTP/2's GOAWAY) should stop the drive, so that the next read,
 // outside, finds the end at once.
-
-// Driver takes the bytes Drive reads.
-type Driver interface {
-	// DriveRead is given the bytes of one read (b holds them, Len of
-	// them; ownership passes to the Driver) on the goroutine that called
-	// Drive, inside the socket's read callback: it must not read the conn,
-	// and should not block for long (Close waits for it to return). more
-	// false ends Drive, which returns err.
-	DriveRead(b *bufpool.Buffer) (more bool, err error)
-	// DriveWait returns how long a wait for bytes may last before Drive
-	// gives up (timedOut), asked at the start and before every wait, so
-	// that the bound can change while Drive runs; 0 waits for good.
-	DriveWait() time.Duration
-}
 
 // driveEmptyReads counts Drive's reads that found the socket empty,
 // process-wide; tests read it to check that Drive parks without them.

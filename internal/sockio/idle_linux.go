@@ -1,7 +1,11 @@
+//go:build linux && !leangrpcportable
+
 package sockio
 
 import (
 	"errors"
+	"fmt"
+	"log"
 	"net"
 	"os"
 	"sync"
@@ -35,6 +39,9 @@ type idlePoller struct {
 	fn   func(fd uintptr) bool
 
 	mu sync.Mutex
+	// broken is the error that ended the poller's wait, after which it
+	// takes no more waits and epfd is closed; guarded by mu.
+	broken error
 	// waiting maps a socket descriptor to the conn waiting on it (nil:
 	// none), indexed by descriptor: descriptors are small and dense, so a
 	// slice costs a waiting conn 8 bytes where a map costs several times
@@ -82,8 +89,8 @@ func (p *idlePoller) start() error {
 func (p *idlePoller) loop() {
 	for {
 		if err := p.rc.Read(p.fn); err != nil {
-			// The epoll descriptor is never closed: nothing to recover.
-			panic("sockio: idle poller: " + err.Error())
+			p.fail(err)
+			return
 		}
 		p.mu.Lock()
 		for _, ev := range p.events[:p.n] {
@@ -105,6 +112,33 @@ func (p *idlePoller) loop() {
 		}
 		p.fns = p.fns[:0]
 	}
+}
+
+// fail ends the poller after its wait failed, which nothing in the
+// process should cause (the epoll descriptor is never closed otherwise).
+// A library must not take its user's process down for that: every
+// waiting conn's callback runs, so that its reader reads again, and
+// OnReadable fails from now on, so that readers wait for bytes themselves
+// (a parked goroutine per idle connection, as on the portable path). It
+// logs once.
+func (p *idlePoller) fail(err error) {
+	p.mu.Lock()
+	p.broken = fmt.Errorf("sockio: idle poller failed: %w", err)
+	for fd, c := range p.waiting {
+		if c != nil {
+			p.fns = append(p.fns, c.onReady)
+			c.onReady = nil
+			p.waiting[fd] = nil
+		}
+	}
+	p.file.Close() // no OnReadable or Close uses epfd once broken is set
+	p.mu.Unlock()
+	log.Printf("leangrpc: %v; idle connections keep a reader goroutine from now on", p.broken)
+	for i, fn := range p.fns {
+		go fn()
+		p.fns[i] = nil
+	}
+	p.fns = p.fns[:0]
 }
 
 // harvest is the RawConn.Read callback of the epoll descriptor: it collects
@@ -144,6 +178,9 @@ func (c *Conn) OnReadable(fn func()) error {
 	defer p.mu.Unlock()
 	if c.closed {
 		return opError(c.Conn, "read", net.ErrClosed)
+	}
+	if p.broken != nil {
+		return p.broken
 	}
 	p.gen++
 	ev := syscall.EpollEvent{
@@ -185,7 +222,7 @@ func (c *Conn) Close() error {
 		fn, c.onReady = c.onReady, nil
 		p.waiting[c.fd] = nil
 	}
-	if c.inEpoll && !c.closed {
+	if c.inEpoll && !c.closed && p.broken == nil {
 		// Leave the epoll set before the descriptor number can be reused.
 		syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, int(c.fd), nil)
 	}
@@ -220,9 +257,6 @@ func (c *Conn) ReadReadyWithin(pool *bufpool.Pool, size int, d time.Duration) (*
 	b, _, err := c.FlushReadyWithin(pool, size, d, nil)
 	return b, err
 }
-
-// Flusher is what FlushReadyWithin flushes first: h2frame's Writer.
-type Flusher interface{ Flush() error }
 
 // FlushReadyWithin is ReadReadyWithin that flushes f from inside the wait,
 // for a caller that writes a request and then waits for its answer. The

@@ -1,3 +1,5 @@
+//go:build linux && !leangrpcportable
+
 package sockio
 
 import (
@@ -10,6 +12,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 )
@@ -430,7 +434,9 @@ func readPooled(fd uintptr, pool *bufpool.Pool, size int) (*bufpool.Buffer, erro
 const maxRawLen = 64 << 10
 
 // sockCall makes the system call trap (sendto or recvfrom, with no
-// address) on fd for n bytes at p, raw up to maxRawLen.
+// address) on fd for n bytes at p, raw up to maxRawLen. The trap numbers
+// are x/sys's: the syscall package has none on linux/386, where it goes
+// through socketcall(2); the direct calls exist there since Linux 4.3.
 func sockCall(trap, fd uintptr, p unsafe.Pointer, n int, flags uintptr) (uintptr, syscall.Errno) {
 	if n <= maxRawLen {
 		r, _, e := syscall.RawSyscall6(trap, fd, uintptr(p), uintptr(n), flags, 0, 0)
@@ -443,7 +449,7 @@ func sockCall(trap, fd uintptr, p unsafe.Pointer, n int, flags uintptr) (uintptr
 // sendSome makes one non-blocking send(2) of n bytes at p, without
 // SIGPIPE.
 func sendSome(fd uintptr, p *byte, n int) (uintptr, syscall.Errno) {
-	return sockCall(syscall.SYS_SENDTO, fd, unsafe.Pointer(p), n, syscall.MSG_NOSIGNAL)
+	return sockCall(unix.SYS_SENDTO, fd, unsafe.Pointer(p), n, syscall.MSG_NOSIGNAL)
 }
 
 // recvSome makes one non-blocking recv(2) into p.
@@ -461,7 +467,7 @@ func recvSome(fd uintptr, p []byte) (uintptr, syscall.Errno) {
 		}
 		return uintptr(n), 0
 	}
-	return sockCall(syscall.SYS_RECVFROM, fd, unsafe.Pointer(&p[0]), len(p), 0)
+	return sockCall(unix.SYS_RECVFROM, fd, unsafe.Pointer(&p[0]), len(p), 0)
 }
 
 // readSome makes one non-blocking recv(2) into p, retried on EINTR: n > 0

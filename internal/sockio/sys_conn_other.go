@@ -1,16 +1,19 @@
-//go:build !linux
+//go:build !linux || leangrpcportable
 
 package sockio
 
-import "net"
+import (
+	"errors"
+	"net"
+)
 
-// wrapRaw has no descriptor path outside Linux: every conn gets the
-// FallbackConn.
+// wrapRaw has no descriptor path here: every conn gets the FallbackConn.
 func wrapRaw(c net.Conn, pooled bool) net.Conn { return nil }
 
-// SetRcvLowat does nothing outside Linux.
+// SetRcvLowat does nothing on the portable path.
 func SetRcvLowat(c net.Conn, n int) error { return nil }
 
-// StartIdlePoller does nothing outside Linux: there is no idle poller (conns
-// have no OnReadable).
-func StartIdlePoller() error { return nil }
+// StartIdlePoller reports that there is no idle poller on the portable
+// path: conns have no OnReadable, so an idle connection keeps its reader
+// goroutine parked in Read.
+func StartIdlePoller() error { return errors.ErrUnsupported }

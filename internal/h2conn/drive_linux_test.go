@@ -1,3 +1,5 @@
+//go:build linux && !leangrpcportable
+
 package h2conn_test
 
 import (

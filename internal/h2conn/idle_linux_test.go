@@ -1,0 +1,220 @@
+//go:build linux && !leangrpcportable
+
+package h2conn
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/sockio"
+)
+
+// Idle connections on the Linux fast path: the reader hands the socket to
+// sockio's idle poller and returns, so an idle connection runs no
+// goroutine and holds no read buffer (idle_portable_test.go has what the
+// portable path gives instead).
+
+// An idle connection costs no goroutine on the client (its reader leaves
+// for OnReadable) and holds no writer goroutine; the server's synchronous
+// Serve keeps its caller's.
+func TestIdleGoroutines(t *testing.T) {
+	if err := sockio.StartIdlePoller(); err != nil {
+		t.Skip("no idle poller:", err)
+	}
+	g := settledGoroutines()
+	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, true)
+	roundTrip(t, p.client, p.pool, []byte("x"))
+	waitGoroutines(t, g+1) // the Serve goroutine (the test's)
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// waitIdleReaders waits until at most n goroutines run and no goroutine
+// holds the read role of conns: no caller reads for itself (lend.go), so
+// no reader runs either.
+func waitIdleReaders(t *testing.T, n int, conns ...*Conn) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		idle := runtime.NumGoroutine() <= n
+		for _, c := range conns {
+			idle = idle && c.lendState.Load()&lendKinds == lendReader
+		}
+		if idle {
+			return
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("%d goroutines, want at most %d, with no read role held\n%s", runtime.NumGoroutine(), n, buf)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitAwaitsReadable waits until the reader of each of conns has armed
+// sockio's OnReadable and returned (goIdle): no goroutine uses their frame
+// readers then, and arming came after the reader's last Unlock of mu.
+func waitAwaitsReadable(t *testing.T, conns ...*Conn) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for _, c := range conns {
+		ar, ok := c.nc.(interface{ AwaitsReadable() bool })
+		if !ok {
+			t.Fatalf("%v: %T has no idle wait", c.role, c.nc)
+		}
+		for !ar.AwaitsReadable() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%v: the reader did not go idle", c.role)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// With ServeAsync an idle connection pair runs no goroutine and holds no
+// pooled buffer; it wakes up for the next request, and Close of an idle
+// connection ends both sides and runs onEnd.
+func TestIdleAsyncNoGoroutine(t *testing.T) {
+	if err := sockio.StartIdlePoller(); err != nil {
+		t.Skip("no idle poller:", err)
+	}
+	g := settledGoroutines()
+	p, ended := newAsyncPair(t, Config{}, Config{})
+	roundTrip(t, p.client, p.pool, []byte("x"))
+	waitGoroutines(t, g)
+	if out := p.pool.Outstanding(); out != 0 {
+		t.Fatalf("%d pooled buffers out on an idle pair, want 0", out)
+	}
+	for _, c := range []*Conn{p.client, p.server} {
+		c.mu.Lock()
+		nf, sm, cc, st := len(c.freeStreams), c.streams, cap(c.ctrl), c.timers.settings
+		c.mu.Unlock()
+		if nf != 0 || sm != nil || cc != 0 || st != nil {
+			t.Errorf("%v idle: %d free streams, streams map %v, ctrl cap %d, settings timer %v; want all dropped", c.role, nf, sm, cc, st)
+		}
+		if n := c.notify; n != nil && (n.done != nil || n.goingAway != nil) {
+			t.Errorf("%v made its Done or GoingAway channel before anyone asked", c.role)
+		}
+	}
+	for i := range 3 {
+		if got := roundTrip(t, p.client, p.pool, []byte("again")); string(got) != "again" {
+			t.Fatalf("round trip %d after idle: %q", i, got)
+		}
+		waitGoroutines(t, g)
+	}
+	// Each side came back from idle at least three times, so it waits
+	// longer before parking: a connection in use keeps its reader.
+	for _, c := range []*Conn{p.client, p.server} {
+		c.mu.Lock()
+		w := c.idleWait()
+		c.mu.Unlock()
+		if w < 8*minIdleReadWait || w > idleReadWait {
+			t.Errorf("%v idle wait after three resumes: %v, want between %v and %v", c.role, w, 8*minIdleReadWait, idleReadWait)
+		}
+	}
+	select {
+	case <-ended:
+		t.Fatal("onEnd ran before the connection ended")
+	default:
+	}
+	p.server.Close()
+	select {
+	case <-ended:
+	case <-time.After(3 * time.Second):
+		t.Fatal("onEnd did not run after Close of an idle server conn")
+	}
+	select {
+	case <-p.client.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("idle client did not see the server's close")
+	}
+	if !p.client.Ended() || !p.client.IsGoingAway() || !p.server.Ended() {
+		t.Errorf("after the end: client Ended %v, IsGoingAway %v; server Ended %v", p.client.Ended(), p.client.IsGoingAway(), p.server.Ended())
+	}
+	p.client.Close()
+	checkLeaks(t, p.pool, g)
+}
+
+// Close of an idle client ends its parked reader and the server.
+func TestIdleClientClose(t *testing.T) {
+	if err := sockio.StartIdlePoller(); err != nil {
+		t.Skip("no idle poller:", err)
+	}
+	g := runtime.NumGoroutine()
+	p, ended := newAsyncPair(t, Config{}, Config{})
+	roundTrip(t, p.client, p.pool, []byte("x"))
+	waitGoroutines(t, g)
+	p.client.Close()
+	select {
+	case <-p.client.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("Close of an idle client: Done not closed")
+	}
+	select {
+	case <-ended:
+	case <-time.After(3 * time.Second):
+		t.Fatal("server onEnd did not run after the client closed")
+	}
+	checkLeaks(t, p.pool, g)
+}
+
+// TestIdleWithOpenStreamsHoldsNothing checks a connection that goes idle
+// with streams open (two calls waiting for messages, as watch streams do):
+// its reader, which waits for bytes in sockio's Drive once more than one
+// stream is open, leaves after the idle wait holding no read buffer and no
+// frame scratch, on both sides.
+func TestIdleWithOpenStreamsHoldsNothing(t *testing.T) {
+	if err := sockio.StartIdlePoller(); err != nil {
+		t.Skip("no idle poller:", err)
+	}
+	g := settledGoroutines()
+	p, ended := newAsyncPair(t, Config{}, Config{})
+	var streams []*Stream
+	for range 2 {
+		s, err := p.client.NewStream(context.Background(), reqFields("/watch"), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A message each way, so that both readers see both streams.
+		if err := s.WriteData(p.pool.Copy([]byte("hello")), false); err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+	}
+	// The server's echo handlers wait for the ends of the requests: two
+	// goroutines, and no reader on either side once both went idle. (A
+	// handler may read for itself for a while first, lend.go: the role is
+	// then lendCaller, and the reader it hands over to goes idle in turn.)
+	waitIdleReaders(t, g+2, p.client, p.server)
+	// The goroutine count can reach its mark while a reader still runs
+	// (one counted in g may have ended meanwhile): wait for both readers
+	// to have handed their sockets to the idle poller.
+	waitAwaitsReadable(t, p.client, p.server)
+	for _, c := range []*Conn{p.client, p.server} {
+		c.mu.Lock() // the gone reader's last use of fr came before its last Unlock
+		rb, sc := c.fr.HoldsReadBuffer(), c.fr.HoldsScratch()
+		c.mu.Unlock()
+		if rb || sc {
+			t.Errorf("%v idle with two streams open: holds a read buffer %v, frame scratch %v", c.role, rb, sc)
+		}
+	}
+	// And they come back: the requests end, the echoes arrive.
+	for _, s := range streams {
+		if err := s.WriteData(p.pool.Copy([]byte("!")), true); err != nil {
+			t.Fatal(err)
+		}
+		if got := recvEcho(t, s); string(got) != "hello!" {
+			t.Fatalf("echo after idle: %q", got)
+		}
+		s.Release()
+	}
+	p.client.Close()
+	p.server.Close()
+	<-ended
+	<-p.client.Done()
+	checkLeaks(t, p.pool, g)
+}
