@@ -1,6 +1,7 @@
 package grpcwire
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -232,7 +233,7 @@ func (p *Parser) inflate(m Message) (Message, error) {
 		return Message{}, status.Errorf(codes.Internal, "grpc: failed to decompress the message: %v", err)
 	}
 	limit := p.maxRecv()
-	out, n, err := readBounded(r, p.pool(), limit, len(src))
+	out, n, err := p.readBounded(r, limit, inflatedSizeHint(p.encoding, src))
 	if c, ok := r.(io.Closer); ok {
 		c.Close() // gzip's reader goes back to its pool on Close only
 	}
@@ -269,28 +270,41 @@ func (p *Parser) maxRecv() int {
 	return p.MaxRecv
 }
 
-// readBounded reads r to its end into one pooled buffer (an owned buffer,
-// nil with an error) and returns it with the count read, reading at most
-// limit+1 bytes: a count over limit means the output was longer. The
-// buffer starts at a few times the compressed size and doubles.
-func readBounded(r io.Reader, pool *bufpool.Pool, limit, compressed int) (*bufpool.Buffer, int, error) {
-	bound := limit
-	if bound < math.MaxInt {
-		bound++
-	}
-	b := pool.Get(min(bound, max(4*compressed, 512)))
-	b.SetLen(min(bound, b.Cap()))
+// readBounded reads r to its end into one pooled buffer of at most limit
+// bytes (an owned buffer, nil with an error) and returns it with the count
+// read, reading at most limit+1 bytes: a count of limit+1 means the output
+// was longer than limit, and the buffer holds its first limit bytes. The
+// buffer starts at the hint and doubles; when it is full, a read of one
+// byte tells whether the output goes on, so that a right hint costs no
+// growth.
+func (p *Parser) readBounded(r io.Reader, limit, hint int) (*bufpool.Buffer, int, error) {
+	pool := p.pool()
+	b := pool.Get(min(limit, max(hint, 512)))
+	b.SetLen(min(limit, b.Cap()))
 	n := 0
 	for {
 		if n == b.Len() {
-			if n == bound {
+			k, err := r.Read(p.probe[:])
+			if k > 0 {
+				if n == limit {
+					return b, n + 1, nil
+				}
+				nb := pool.Get(min(limit, max(2*n, n+1)))
+				nb.SetLen(min(limit, nb.Cap()))
+				copy(nb.Bytes(), b.Bytes()[:n])
+				b.Free() // this reader's reference; its bytes were copied
+				b = nb
+				b.Bytes()[n] = p.probe[0]
+				n++
+			}
+			if err == io.EOF {
 				return b, n, nil
 			}
-			nb := pool.Get(min(bound, 2*n))
-			nb.SetLen(min(bound, nb.Cap()))
-			copy(nb.Bytes(), b.Bytes()[:n])
-			b.Free() // this reader's reference; its bytes were copied
-			b = nb
+			if err != nil {
+				b.Free()
+				return nil, 0, err
+			}
+			continue
 		}
 		k, err := r.Read(b.Bytes()[n:])
 		n += k
@@ -302,6 +316,25 @@ func readBounded(r io.Reader, pool *bufpool.Pool, limit, compressed int) (*bufpo
 			return nil, 0, err
 		}
 	}
+}
+
+// maxDeflateRatio bounds what deflate (gzip's format) can inflate one byte
+// to: a back-reference of 258 bytes costs at least two bits.
+const maxDeflateRatio = 1032
+
+// inflatedSizeHint guesses the size of the compressed message src once
+// inflated, to size the buffer it is read into. A gzip stream ends with
+// the length of its (last member's) input modulo 2^32 (RFC 1952, ISIZE);
+// the peer writes it, so it is believed only as far as deflate can
+// inflate, and readBounded still reads at most up to the receive limit.
+// Other encodings: a few times the compressed size.
+func inflatedSizeHint(encoding string, src []byte) int {
+	// 18: a gzip member's smallest size, its header and trailer.
+	if encoding == "gzip" && len(src) >= 18 {
+		isize := int(binary.LittleEndian.Uint32(src[len(src)-4:]))
+		return min(isize, maxDeflateRatio*len(src))
+	}
+	return 4 * len(src)
 }
 
 // sendCompression is how a server compresses its response messages.

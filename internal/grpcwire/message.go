@@ -146,6 +146,7 @@ type Parser struct {
 	encoding string
 	decomp   encoding.Compressor
 	zsrc     bytes.Reader
+	probe    [1]byte // readBounded's one-byte read past a full buffer
 
 	havePrefix bool
 	announced  bool // TakeExpect reported the current message
