@@ -266,17 +266,21 @@ func TestCompressionUnary(t *testing.T) {
 	})
 }
 
-// TestCompressionStreaming: a bidi stream with gzip both ways, and with
-// the server's messages left uncompressed by SetSendCompressor.
+// TestCompressionStreaming: a bidi stream with gzip both ways, with the
+// server's messages left uncompressed by SetSendCompressor, and with only
+// them compressed by it.
 func TestCompressionStreaming(t *testing.T) {
 	forAllPairs(t, func(t *testing.T, p pair) {
+		gz := []grpc.CallOption{grpc.UseCompressor(grpcgzip.Name)}
 		for _, tc := range []struct {
 			name       string
+			opts       []grpc.CallOption
 			send       string
 			req, reply direction
 		}{
-			{"gzip both ways", "", compressedWay, compressedWay},
-			{"SetSendCompressor identity", encoding.Identity, compressedWay, uncompressedWay},
+			{"gzip both ways", gz, "", compressedWay, compressedWay},
+			{"SetSendCompressor identity", gz, encoding.Identity, compressedWay, uncompressedWay},
+			{"SetSendCompressor gzip", nil, grpcgzip.Name, uncompressedWay, compressedWay},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				lis, stop := compressServer(t, p.leanServer)
@@ -288,7 +292,7 @@ func TestCompressionStreaming(t *testing.T) {
 					ctx = metadata.AppendToOutgoingContext(ctx, "x-send-compressor", tc.send)
 				}
 				r0, w0 := lis.read.Load(), lis.written.Load()
-				stream, err := client.FullDuplexCall(ctx, grpc.UseCompressor(grpcgzip.Name))
+				stream, err := client.FullDuplexCall(ctx, tc.opts...)
 				if err != nil {
 					t.Fatal(err)
 				}

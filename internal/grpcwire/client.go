@@ -155,7 +155,13 @@ func (s *ClientStream) SendMsg(m any, last bool) error {
 	if s.canceled() {
 		return io.EOF
 	}
-	b, err := EncodeCompressed(s.pool, s.codec, s.comp, m, s.maxSend)
+	var b *bufpool.Buffer
+	var err error
+	if s.comp == nil {
+		b, err = EncodeBuffer(s.pool, s.codec, m, s.maxSend)
+	} else {
+		b, err = EncodeCompressed(s.pool, s.codec, s.comp, m, s.maxSend)
+	}
 	if err != nil {
 		// grpc-go ends the call with the encoding error.
 		s.st.Reset(h2frame.ErrCodeCancel)

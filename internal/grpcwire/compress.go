@@ -182,13 +182,11 @@ func compressInto(w io.Writer, comp encoding.Compressor, payload []byte) error {
 	return z.Close()
 }
 
-// EncodeCompressed is EncodeBuffer followed, when comp is not nil, by
-// CompressBuffer: the send limit then applies to the compressed size. It
-// returns an owned buffer.
+// EncodeCompressed is EncodeBuffer followed by CompressBuffer with comp:
+// the send limit applies to the compressed size. It returns an owned
+// buffer. Callers without a compressor call EncodeBuffer themselves, so
+// that the uncompressed path costs a nil check and no call more.
 func EncodeCompressed(pool *bufpool.Pool, codec encoding.CodecV2, comp encoding.Compressor, msg any, maxSend int) (*bufpool.Buffer, error) {
-	if comp == nil {
-		return EncodeBuffer(pool, codec, msg, maxSend)
-	}
 	b, err := EncodeBuffer(pool, codec, msg, 0)
 	if err != nil {
 		return nil, err

@@ -289,11 +289,13 @@ func (s *ServerStream) SendLastMsg(m any) error { return s.sendMsg(m, true) }
 
 func (s *ServerStream) sendMsg(m any, last bool) error {
 	c := s.comp
-	var comp encoding.Compressor
-	if c != nil {
-		comp = c.comp
+	var b *bufpool.Buffer
+	var err error
+	if c == nil || c.comp == nil {
+		b, err = EncodeBuffer(s.pool, s.Codec, m, s.maxSend)
+	} else {
+		b, err = EncodeCompressed(s.pool, s.Codec, c.comp, m, s.maxSend)
 	}
-	b, err := EncodeCompressed(s.pool, s.Codec, comp, m, s.maxSend)
 	if err != nil {
 		return err
 	}
