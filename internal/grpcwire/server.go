@@ -50,14 +50,7 @@ type ServerStream struct {
 	recvEOF bool
 	recvErr error
 
-	mu sync.Mutex // guards the fields below
-	// comp is the compression of the response messages: the request's
-	// encoding when its compressor is registered, or what
-	// SetSendCompressor chose; nil sends them as they are, with no
-	// grpc-encoding. Set before the handler runs or by it (not
-	// concurrently with SendMsg, as grpc-go's SetSendCompressor says),
-	// fixed once the headers went out.
-	comp       *sendCompression
+	mu         sync.Mutex // guards the fields below
 	header     metadata.MD
 	trailer    metadata.MD
 	headerSent bool
@@ -70,6 +63,13 @@ type ServerStream struct {
 	users    int
 	recvIn   bool // a receive is among users
 	released bool
+	// comp is the compression of the response messages: the request's
+	// encoding when its compressor is registered, or what
+	// SetSendCompressor chose; nil sends them as they are, with no
+	// grpc-encoding. Set before the handler runs or by it (not
+	// concurrently with SendMsg, as grpc-go's SetSendCompressor says),
+	// fixed once the headers went out.
+	comp *sendCompression
 }
 
 // fieldBuf is the scratch a response's header or trailer fields are built
