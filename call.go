@@ -33,11 +33,14 @@ type callInfo struct {
 	onFinish     []func(error)
 	authority    string
 	perRPC       credentials.PerRPCCredentials
+	// compressor is grpc.UseCompressor's name ("" none); comp its
+	// registered compressor (nil for none and Identity).
+	compressor string
+	comp       encoding.Compressor
 }
 
 // parseCallOptions reads grpc-go's exported call options. Options it does
-// not know (grpc-go's unexported ones) are ignored, except compression,
-// which is refused until leangrpc supports it.
+// not know (grpc-go's unexported ones) are ignored.
 func parseCallOptions(defaults, opts []grpc.CallOption) (callInfo, error) {
 	var ci callInfo
 	for _, list := range [2][]grpc.CallOption{defaults, opts} {
@@ -70,9 +73,7 @@ func parseCallOptions(defaults, opts []grpc.CallOption) (callInfo, error) {
 			case grpc.PerRPCCredsCallOption:
 				ci.perRPC = o.Creds
 			case grpc.CompressorCallOption:
-				if o.CompressorType != "" && o.CompressorType != "identity" {
-					return ci, status.Errorf(codes.Unimplemented, "leangrpc: compression (%q) is not supported yet", o.CompressorType)
-				}
+				ci.compressor = o.CompressorType
 			}
 		}
 	}
@@ -89,6 +90,11 @@ func parseCallOptions(defaults, opts []grpc.CallOption) (callInfo, error) {
 	}
 	if ci.maxRecv == 0 {
 		ci.maxRecv = grpcwire.DefaultMaxRecvMsgSize
+	}
+	if ci.compressor != "" && ci.compressor != grpcwire.Identity {
+		if ci.comp = encoding.GetCompressor(ci.compressor); ci.comp == nil {
+			return ci, status.Errorf(codes.Internal, "grpc: Compressor is not installed for requested grpc-encoding %q", ci.compressor)
+		}
 	}
 	return ci, nil
 }
@@ -118,6 +124,11 @@ func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInf
 		Scheme:         cc.scheme,
 		ContentSubtype: ci.subtype,
 		UserAgent:      cc.userAgent,
+		Encoding:       ci.compressor,
+		AcceptEncoding: cc.acceptEncoding,
+	}
+	if ci.compressor != "" {
+		req.AcceptEncoding = grpcwire.AcceptEncoding(cc.acceptEncoding, ci.compressor)
 	}
 	if ci.authority != "" {
 		req.Authority = ci.authority
@@ -186,7 +197,8 @@ func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInf
 		NoMetadata: hold && len(ci.headerAddrs) == 0 && len(ci.trailerAddrs) == 0,
 		// Only Invoke holds the request headers, and it waits in the
 		// stream's calls from start to end.
-		Unary: hold}
+		Unary:      hold,
+		Compressor: ci.comp}
 	for attempt := 0; ; attempt++ {
 		conn, p, err := cc.getConn(ctx, ci.waitForReady)
 		if err != nil {

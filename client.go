@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/grpcwire"
 	"github.com/leangrpc/leangrpc/internal/h2conn"
 	"github.com/leangrpc/leangrpc/internal/sockio"
 	"google.golang.org/grpc"
@@ -99,6 +100,10 @@ type ClientConn struct {
 	pool      *bufpool.Pool
 	h2cfg     *h2conn.Config // shared by the ClientConns of one configuration; read-only
 	userAgent string
+	// acceptEncoding is the grpc-accept-encoding of the calls: the
+	// compressors registered in grpc-go's registry when the ClientConn was
+	// made (they register at init), as grpc-go's transport computes it.
+	acceptEncoding string
 
 	// isClosed is closed, readable without mu. The ClientConn keeps no
 	// cancel context of its own: the dial in progress gets one (dialCancel)
@@ -170,6 +175,7 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		cc.scheme = "https"
 	}
 	cc.userAgent = userAgent
+	cc.acceptEncoding = grpcwire.RegisteredCompressors()
 	if cc.opts.userAgent != "" {
 		cc.userAgent = cc.opts.userAgent + " " + userAgent
 	}

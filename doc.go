@@ -11,6 +11,15 @@
 // grpc.WaitForReady, grpc.MaxCallRecvMsgSize, ...): they are passed
 // unchanged.
 //
+// Compression uses grpc-go's compressor registry: import
+// google.golang.org/grpc/encoding/gzip (or register any
+// encoding.Compressor) and pass grpc.UseCompressor, as with grpc-go. A
+// handler that picks the compressor of its responses, or asks which ones
+// the client accepts, calls leangrpc.SetSendCompressor and
+// leangrpc.ClientSupportedCompressors: grpc-go's functions of those names
+// accept only grpc-go's own server stream (leangrpc's call grpc-go's on a
+// grpc-go server, so code can use them on both).
+//
 // Client interceptors receive a nil *grpc.ClientConn, since that concrete
 // type cannot be built outside grpc-go; everything else they receive is as
 // grpc-go passes it.

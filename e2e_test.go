@@ -691,9 +691,6 @@ func TestFailFastAndWaitForReady(t *testing.T) {
 	if _, err := tc.EmptyCall(wctx, &testpb.Empty{}, grpc.WaitForReady(true)); status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("wait for ready: %v, want DeadlineExceeded", err)
 	}
-	if _, err := tc.EmptyCall(ctx, &testpb.Empty{}, grpc.UseCompressor("gzip")); status.Code(err) != codes.Unimplemented {
-		t.Errorf("compressor: %v, want Unimplemented", err)
-	}
 }
 
 func TestServerAPI(t *testing.T) {

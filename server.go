@@ -501,8 +501,23 @@ func appStatus(err error) *status.Status {
 	return status.FromContextError(err)
 }
 
+// unknownEncoding answers a call whose grpc-encoding names no registered
+// compressor, as grpc-go does before the handler runs, and reports whether
+// it did.
+func unknownEncoding(ss *grpcwire.ServerStream) bool {
+	st := grpcwire.UnknownEncoding(ss.Req.Encoding)
+	if st == nil {
+		return false
+	}
+	ss.Finish(st)
+	return true
+}
+
 func (s *Server) processUnary(ctx context.Context, stream *serverStream, info *serviceInfo, md *grpc.MethodDesc) {
 	ss := stream.ss
+	if ss.Req.Encoding != "" && unknownEncoding(ss) {
+		return
+	}
 	reply, err := md.Handler(info.impl, ctx, stream.recvOne, s.unaryInt)
 	if err != nil {
 		ss.Finish(appStatus(err))
@@ -524,6 +539,9 @@ var (
 // service handler.
 func (s *Server) processStream(stream *serverStream, info *serviceInfo, sd *grpc.StreamDesc, method string) {
 	ss := stream.ss
+	if ss.Req.Encoding != "" && unknownEncoding(ss) {
+		return
+	}
 	var impl any
 	if info != nil {
 		impl = info.impl

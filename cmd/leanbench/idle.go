@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 )
 
@@ -103,7 +104,8 @@ func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err e
 	limit := 4*r.opts.timeout + time.Duration(n)*5*time.Millisecond + 2*r.opts.settle
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	common := []string{"-connections", strconv.Itoa(n), "-settle", r.opts.settle.String(), "-timeout", r.opts.timeout.String()}
+	common := []string{"-connections", strconv.Itoa(n), "-settle", r.opts.settle.String(), "-timeout", r.opts.timeout.String(),
+		"-compression", r.opts.compression}
 	if r.opts.memprofile != "" {
 		common = append(common, "-memprofilerate", strconv.Itoa(r.opts.memProfileRate))
 	}
@@ -190,6 +192,7 @@ type idleChildFlags struct {
 	// after each measurement (go tool pprof -sample_index=inuse_space).
 	heapProfile string
 	memRate     int
+	compression string // the compressor of each connection's RPC
 }
 
 func parseIdleChild(name string, args []string, stderr io.Writer) (*idleChildFlags, *impl, error) {
@@ -203,7 +206,11 @@ func parseIdleChild(name string, args []string, stderr io.Writer) (*idleChildFla
 	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "bound on each connection's RPC")
 	fs.StringVar(&f.heapProfile, "heapprofile", "", "write a heap profile after each measurement")
 	fs.IntVar(&f.memRate, "memprofilerate", 0, "runtime.MemProfileRate (0: leave the default)")
+	fs.StringVar(&f.compression, "compression", "", "compressor of each connection's RPC (idle-client)")
 	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	if err := checkCompression(f.compression); err != nil {
 		return nil, nil, err
 	}
 	if f.memRate > 0 {
@@ -300,7 +307,7 @@ func runIdleClient(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		}
 	}()
 	dial := func(n int) bool {
-		cs, err := dialIdle(context.Background(), im, f.addr, n, f.timeout)
+		cs, err := dialIdle(context.Background(), im, f.addr, n, f.timeout, compressionOptions(f.compression))
 		closers = append(closers, cs...)
 		if err != nil {
 			enc.Encode(childMsg{Error: err.Error()})
@@ -319,7 +326,7 @@ func runIdleClient(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 // dialIdle opens n connections to addr and makes one unary RPC on each,
 // each bounded by rpcTimeout. It returns the close functions of the
 // connections it opened, also on error.
-func dialIdle(ctx context.Context, im *impl, addr string, n int, rpcTimeout time.Duration) ([]func() error, error) {
+func dialIdle(ctx context.Context, im *impl, addr string, n int, rpcTimeout time.Duration, callOpts []grpc.CallOption) ([]func() error, error) {
 	closers := make([]func() error, n)
 	var firstErr errBox
 	var wg sync.WaitGroup
@@ -346,7 +353,7 @@ func dialIdle(ctx context.Context, im *impl, addr string, n int, rpcTimeout time
 					closers[i] = closeFn
 					rctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 					defer cancel()
-					if _, err := testpb.NewBenchmarkServiceClient(cc).UnaryCall(rctx, req); err != nil {
+					if _, err := testpb.NewBenchmarkServiceClient(cc).UnaryCall(rctx, req, callOpts...); err != nil {
 						return fmt.Errorf("connection %d: UnaryCall: %w", i, err)
 					}
 					return nil

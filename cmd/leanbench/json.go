@@ -30,6 +30,9 @@ type Env struct {
 	Leangrpc   string `json:"leangrpc"`
 	Time       string `json:"time"`
 	Args       string `json:"args,omitempty"`
+	// Compression is the compressor the clients used (-compression), ""
+	// for none.
+	Compression string `json:"compression,omitempty"`
 	// LoadAvg is the 1-minute load average when leanbench started (Linux):
 	// figures taken on a machine with load above its CPU count are noisy.
 	LoadAvg float64 `json:"loadAvg,omitempty"`

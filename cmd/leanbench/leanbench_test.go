@@ -174,6 +174,44 @@ func checkStackCell(t *testing.T, out string, cfg []string, cells []string, stac
 	}
 }
 
+// TestRunCompressed: -compression reaches every stack's calls (a stack
+// whose client failed to compress, or whose server failed to answer,
+// would get an error row) and shows in the header and the JSON.
+func TestRunCompressed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the benchmark briefly")
+	}
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	args := []string{"-workloads", "unary,streaming", "-compression", "gzip", "-benchtime", "100ms", "-warmup", "10ms", "-rounds", "1",
+		"-stacks", "all", "-json", jsonPath}
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "compression: gzip") {
+		t.Errorf("the header does not name the compressor:\n%s", stdout.String())
+	}
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f File
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Env.Compression != "gzip" {
+		t.Errorf("JSON env.compression = %q, want gzip", f.Env.Compression)
+	}
+	if len(f.Results) != 8 {
+		t.Errorf("%d results, want 8 (2 workloads, 4 stacks)", len(f.Results))
+	}
+	for _, r := range f.Results {
+		if r.Error != "" || r.Figures == nil {
+			t.Errorf("%s %s: error %q", r.Stack, r.Workload, r.Error)
+		}
+	}
+}
+
 func TestFlagErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-workloads", "bogus"},
@@ -181,6 +219,7 @@ func TestFlagErrors(t *testing.T) {
 		{"-maxConcurrentCalls", "0"},
 		{"-reqSizeBytes", "x"},
 		{"-rounds", "0"},
+		{"-compression", "nope"},
 		{"extra"},
 	} {
 		var stdout, stderr bytes.Buffer

@@ -10,6 +10,7 @@
 //
 //	leanbench -workloads unary,streaming -reqSizeBytes 100,10000 -maxConcurrentCalls 1,64 -json out.json
 //	leanbench -workloads idle -connections 2000
+//	leanbench -workloads unary -compression gzip
 //	leanbench compare OLD.json NEW.json
 //
 // List flags take comma-separated values and run their cross product. The
@@ -45,6 +46,9 @@ type options struct {
 	cpuprofile     string
 	memprofile     string
 	memProfileRate int
+	// compression is the compressor every stack's client sends with
+	// (grpc.UseCompressor), "" for none; the servers answer in kind.
+	compression string
 }
 
 // runner executes a plan and collects its results.
@@ -93,6 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of each measured run; the file name gets the stack (and run) as suffix")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile after each measured run, and FILE.base before it (go tool pprof -base FILE.base FILE); idle: a heap profile of each child after measuring (FILE.STACK.server, FILE.STACK.client)")
 	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate while profiling (0: leave the default)")
+	fs.StringVar(&o.compression, "compression", "", "compressor every client's calls use (grpc.UseCompressor), e.g. gzip; the servers answer in kind (default none)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: leanbench [flags]\n       leanbench compare OLD.json NEW.json\n\n"+
 			"Without -workloads, -reqSizeBytes, -respSizeBytes, -maxConcurrentCalls and\n"+
@@ -119,6 +124,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "leanbench: %v\n", err)
 		return 2
 	}
+	if err := checkCompression(o.compression); err != nil {
+		fmt.Fprintf(stderr, "leanbench: %v\n", err)
+		return 2
+	}
 
 	shaping := false
 	fs.Visit(func(f *flag.Flag) {
@@ -142,6 +151,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// The environment, and the load average in particular, as it was
 	// before leanbench added its own load.
 	env := currentEnv(args)
+	env.Compression = o.compression
 	if env.LoadAvg > float64(env.CPUs) {
 		fmt.Fprintf(stderr, "leanbench: the machine is busy (load average %.1f on %d CPUs); ops/s and latency will be noisy\n", env.LoadAvg, env.CPUs)
 	}

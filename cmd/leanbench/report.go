@@ -141,6 +141,9 @@ func (f *footnotes) ref(stackName string, c config, err string) string {
 func printReport(w io.Writer, env Env, plan []config, stacks []stack, results []Result) {
 	fmt.Fprintf(w, "leanbench: %s %s/%s, %d CPUs (GOMAXPROCS %d), load average %.1f at start, grpc-go %s, leangrpc %s, %s\n",
 		env.Go, env.GOOS, env.GOARCH, env.CPUs, env.GOMAXPROCS, env.LoadAvg, env.GrpcGo, env.Leangrpc, env.Time)
+	if env.Compression != "" {
+		fmt.Fprintf(w, "compression: %s (every client's calls, grpc.UseCompressor; the servers answer in kind)\n", env.Compression)
+	}
 	if env.LoadAvg > float64(env.CPUs) {
 		fmt.Fprintln(w, "note: the machine was busy (load average above the CPU count): ops/s and latency are noisy; CPU/op, allocs/op and ratios less so.")
 	}

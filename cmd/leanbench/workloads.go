@@ -57,6 +57,7 @@ func (c config) slug() string {
 // long-lived stream doing ping-pong.
 type worker struct {
 	client testpb.BenchmarkServiceClient
+	opts   []grpc.CallOption                           // every call's: compressionOptions
 	stream testpb.BenchmarkService_StreamingCallClient // nil for unary
 	req    *testpb.SimpleRequest
 	resp   *testpb.SimpleResponse // reused by streaming
@@ -67,8 +68,9 @@ type worker struct {
 	end  time.Time // when the last measured op completed
 }
 
-func (w *worker) setup(ctx context.Context, cc grpc.ClientConnInterface, cfg config) error {
+func (w *worker) setup(ctx context.Context, cc grpc.ClientConnInterface, cfg config, opts []grpc.CallOption) error {
 	w.client = testpb.NewBenchmarkServiceClient(cc)
+	w.opts = opts
 	w.req = &testpb.SimpleRequest{
 		ResponseType: testpb.PayloadType_COMPRESSABLE,
 		ResponseSize: int32(cfg.respSize),
@@ -77,7 +79,7 @@ func (w *worker) setup(ctx context.Context, cc grpc.ClientConnInterface, cfg con
 	if cfg.workload != workloadStreaming {
 		return nil
 	}
-	s, err := w.client.StreamingCall(ctx)
+	s, err := w.client.StreamingCall(ctx, w.opts...)
 	if err != nil {
 		return fmt.Errorf("open stream: %w", err)
 	}
@@ -99,7 +101,7 @@ func (w *worker) op(ctx context.Context) error {
 		}
 		return nil
 	}
-	if _, err := w.client.UnaryCall(ctx, w.req); err != nil {
+	if _, err := w.client.UnaryCall(ctx, w.req, w.opts...); err != nil {
 		return fmt.Errorf("UnaryCall: %w", err)
 	}
 	return nil
@@ -158,6 +160,7 @@ func (r *runner) runThroughput(st stack, cfg config, round int) Result {
 		"-concurrency", strconv.Itoa(cfg.concurrency), "-connections", strconv.Itoa(cfg.connections),
 		"-round", strconv.Itoa(round),
 		"-benchtime", r.opts.benchtime.String(), "-warmup", r.opts.warmup.String(), "-timeout", r.opts.timeout.String(),
+		"-compression", r.opts.compression,
 	}
 	base := r.profileBase(st, cfg, round)
 	if r.opts.cpuprofile != "" {
@@ -225,12 +228,13 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "CPU profile file")
 	fs.StringVar(&o.memprofile, "memprofile", "", "allocation profile file")
 	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate")
+	fs.StringVar(&o.compression, "compression", "", "compressor of the client's calls")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	enc := json.NewEncoder(stdout)
 	sts, err := parseStacks(*stackName)
-	if err != nil || len(sts) != 1 || cfg.concurrency < 1 || cfg.connections < 1 {
+	if err != nil || len(sts) != 1 || cfg.concurrency < 1 || cfg.connections < 1 || checkCompression(o.compression) != nil {
 		enc.Encode(childMsg{Error: fmt.Sprintf("run-one: bad arguments %q", args)})
 		return 2
 	}
@@ -328,7 +332,7 @@ func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
 					ready.Done()
 				}
 			}()
-			if err := w.setup(ctx, cc, cfg); err != nil {
+			if err := w.setup(ctx, cc, cfg, compressionOptions(r.opts.compression)); err != nil {
 				fail(err)
 				return
 			}

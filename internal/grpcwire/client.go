@@ -32,6 +32,9 @@ type ClientConfig struct {
 	// (h2conn.Stream.WatchCancel) instead of a context.AfterFunc, which
 	// costs allocations and a registration on the parent.
 	Unary bool
+	// Compressor compresses the request messages; nil sends them as
+	// they are. The request's Encoding must name it.
+	Compressor encoding.Compressor
 }
 
 // ClientStream is the gRPC client side of one HTTP/2 stream. SendMsg and
@@ -45,17 +48,18 @@ type ClientStream struct {
 	fired   bool            // the context watcher ran (or runs): the stream may not be reused
 	pooled  bool            // ClientConfig.Unary: Release puts s in unaryStreams
 	codec   encoding.CodecV2
+	comp    encoding.Compressor // ClientConfig.Compressor
 	pool    *bufpool.Pool
 	maxSend int
 	noMD    bool // ClientConfig.NoMetadata
 
 	// hdrMu serializes the wait for the response headers; hdrDone is set
-	// once header, encoding and (for Trailers-Only) the final status are.
+	// once header, the parser's encoding and (for Trailers-Only) the final
+	// status are.
 	hdrMu    sync.Mutex
 	hdrDone  atomic.Bool
 	fieldBuf [12]hpack.HeaderField // request fields, used until NewStream returns
 	header   metadata.MD
-	encoding string
 	hdrErr   error // the call's final error when it ended before headers
 
 	// Receive side, owned by the goroutine calling RecvMsg.
@@ -99,6 +103,7 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 		s = new(ClientStream)
 	}
 	s.ctx, s.codec, s.pool, s.maxSend, s.noMD, s.pooled = ctx, cfg.Codec, cfg.Pool, cfg.MaxSend, cfg.NoMetadata, cfg.Unary
+	s.comp = cfg.Compressor
 	fields := AppendRequestHeaders(s.fieldBuf[:0], req)
 	var st *h2conn.Stream
 	var err error
@@ -150,7 +155,13 @@ func (s *ClientStream) SendMsg(m any, last bool) error {
 	if s.canceled() {
 		return io.EOF
 	}
-	b, err := EncodeBuffer(s.pool, s.codec, m, s.maxSend)
+	var b *bufpool.Buffer
+	var err error
+	if s.comp == nil {
+		b, err = EncodeBuffer(s.pool, s.codec, m, s.maxSend)
+	} else {
+		b, err = EncodeCompressed(s.pool, s.codec, s.comp, m, s.maxSend)
+	}
 	if err != nil {
 		// grpc-go ends the call with the encoding error.
 		s.st.Reset(h2frame.ErrCodeCancel)
@@ -238,7 +249,11 @@ func (s *ClientStream) waitHeaders() {
 			return
 		}
 		s.header = r.MD
-		s.encoding = r.Encoding
+		if r.Encoding != "" {
+			// The receiving goroutine reads the parser's encoding
+			// only after hdrDone, which is stored after this.
+			s.parser.SetEncoding(r.Encoding)
+		}
 		return
 	}
 }
@@ -264,7 +279,7 @@ func (s *ClientStream) RecvMsg(m any) error {
 	if err != nil {
 		return err
 	}
-	if err := DecodeMessage(s.codec, msg, s.encoding, m); err != nil {
+	if err := DecodeMessage(s.codec, msg, m); err != nil {
 		s.fail(err)
 		return err
 	}

@@ -11,7 +11,8 @@ import (
 // fuzzed places, playing the transport as h2conn does: where Sink offers a
 // range the payload's bytes land in it (in a buffer the "transport" takes
 // for a range without one, of a fuzzed size no larger than asked), else
-// the payload is pushed. Every message the stream holds must come out
+// the payload is pushed; some messages go gzipped, flag set, for the
+// Parser to inflate. Every message the stream holds must come out
 // whole and in order, a bad prefix must give an error, and the pool must
 // get every buffer back.
 func FuzzParser(f *testing.F) {
@@ -39,17 +40,23 @@ func FuzzParser(f *testing.F) {
 				break
 			}
 			var pre [PrefixLen]byte
-			PutPrefix(pre[:], false, uint32(n))
 			body := bytes.Repeat([]byte{byte(i + 1)}, n)
 			for j := range body {
 				body[j] ^= byte(j)
 			}
+			wire := body
+			if m%5 == 1 {
+				// Every fifth length goes gzipped, flag set.
+				wire = gzipped(t, body)
+			}
+			PutPrefix(pre[:], m%5 == 1, uint32(len(wire)))
 			stream = append(stream, pre[:]...)
-			stream = append(stream, body...)
+			stream = append(stream, wire...)
 			want = append(want, body)
 		}
 
 		p := &Parser{Pool: pool, Window: int(window)}
+		p.SetEncoding("gzip")
 		defer func() {
 			p.Close()
 			if got := pool.Outstanding(); got != before {

@@ -1,6 +1,7 @@
 package grpcwire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 
@@ -42,7 +43,9 @@ type Message struct {
 	// a small message is not reference-counted (its Ref does nothing):
 	// DecodeMessage hands it only to grpc-go's proto codec, which keeps
 	// nothing, and gives any other codec a copy.
-	Data       mem.BufferSlice
+	Data mem.BufferSlice
+	// Compressed says the message arrived with the compressed flag; Next
+	// returns it decompressed.
 	Compressed bool
 	// release is the pooled buffer a small message's Data views (mem's
 	// small buffers cannot hand memory back); owned by the Message.
@@ -135,6 +138,15 @@ type Parser struct {
 	view  sliceView     // the view one holds for a small message, valid until the next take
 	off   int
 	avail int // unread bytes across q
+
+	// Compression of the received messages (SetEncoding): the
+	// grpc-encoding, its registered compressor (nil: none or unknown) and
+	// the reader inflate hands the compressor, kept here so that handing
+	// it over does not allocate.
+	encoding string
+	decomp   encoding.Compressor
+	zsrc     bytes.Reader
+	probe    [1]byte // readBounded's one-byte read past a full buffer
 
 	havePrefix bool
 	announced  bool // TakeExpect reported the current message
@@ -392,10 +404,12 @@ func (p *Parser) Need() int {
 	return 0
 }
 
-// Next returns the next complete message. ok is false when more data is
+// Next returns the next complete message, decompressed when its flag says
+// compressed (see SetEncoding and inflate). ok is false when more data is
 // needed. Errors are status errors: ResourceExhausted for a message over
-// MaxRecv, Internal for an unknown flag value. After an error the Parser
-// must be Closed.
+// MaxRecv (before or after decompression), Internal for an unknown flag
+// value, a compressed flag without a known encoding or data that does not
+// decompress. After an error the Parser must be Closed.
 func (p *Parser) Next() (msg Message, ok bool, err error) {
 	if !p.havePrefix && p.spec {
 		if p.asm == nil {
@@ -460,6 +474,11 @@ func (p *Parser) Next() (msg Message, ok bool, err error) {
 	p.guess = 0
 	if p.length >= gatherEarly {
 		p.guess = p.length
+	}
+	if msg.Compressed {
+		if msg, err = p.inflate(msg); err != nil {
+			return Message{}, false, err
+		}
 	}
 	return msg, true, nil
 }
@@ -628,19 +647,11 @@ func EncodeMessage(codec encoding.CodecV2, msg any, maxSend int) (prefix [Prefix
 }
 
 // DecodeMessage unmarshals a received message with codec. It takes
-// ownership of m. A codec other than grpc-go's proto codec may keep the
-// data by taking references (CodecV2): it gets reference-counted buffers,
-// or for a small message a copy of its own. A compressed message is refused: compression is not
-// negotiated yet, so the flag is Internal with no grpc-encoding, as grpc-go
-// reports, and Unimplemented with one.
-func DecodeMessage(codec encoding.CodecV2, m Message, encodingName string, dst any) error {
-	if m.Compressed {
-		m.Free()
-		if encodingName == "" || encodingName == "identity" {
-			return status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
-		}
-		return status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", encodingName)
-	}
+// ownership of m, a message as Next returns it (decompressed already). A
+// codec other than grpc-go's proto codec may keep the data by taking
+// references (CodecV2): it gets reference-counted buffers, or for a small
+// message a copy of its own.
+func DecodeMessage(codec encoding.CodecV2, m Message, dst any) error {
 	if m.release != nil && codec != protoCodec {
 		// A small message is a view whose Ref does nothing over a
 		// pooled buffer Free hands back: fine for grpc-go's proto codec,

@@ -63,6 +63,13 @@ type ServerStream struct {
 	users    int
 	recvIn   bool // a receive is among users
 	released bool
+	// comp is the compression of the response messages: the request's
+	// encoding when its compressor is registered, or what
+	// SetSendCompressor chose; nil sends them as they are, with no
+	// grpc-encoding. Set before the handler runs or by it (not
+	// concurrently with SendMsg, as grpc-go's SetSendCompressor says),
+	// fixed once the headers went out.
+	comp *sendCompression
 }
 
 // fieldBuf is the scratch a response's header or trailer fields are built
@@ -102,6 +109,9 @@ func (s *ServerStream) Init(parent context.Context, st *h2conn.Stream, req Reque
 	s.parser.MaxRecv = cfg.MaxRecv
 	s.parser.Pool = s.pool
 	s.Codec, _ = CodecFor(req.ContentSubtype)
+	if req.Encoding != "" {
+		s.initCompression()
+	}
 	s.ctx = &s.Ctx
 	var onDeadline func()
 	if req.HasTimeout {
@@ -239,7 +249,11 @@ func (s *ServerStream) sendHeaderLocked() error { return s.sendHeaderHoldLocked(
 func (s *ServerStream) sendHeaderHoldLocked(hold bool) error {
 	s.headerSent = true
 	fb := fieldBufs.Get().(*fieldBuf)
-	fields := AppendResponseHeaders(fb[:0], s.Req.ContentSubtype, "", s.header)
+	var enc string
+	if s.comp != nil {
+		enc = s.comp.name
+	}
+	fields := AppendResponseHeaders(fb[:0], s.Req.ContentSubtype, enc, s.header)
 	var err error
 	if hold {
 		err = s.st.WriteHeadersHold(fields)
@@ -274,7 +288,14 @@ func (s *ServerStream) SendMsg(m any) error { return s.sendMsg(m, false) }
 func (s *ServerStream) SendLastMsg(m any) error { return s.sendMsg(m, true) }
 
 func (s *ServerStream) sendMsg(m any, last bool) error {
-	b, err := EncodeBuffer(s.pool, s.Codec, m, s.maxSend)
+	c := s.comp
+	var b *bufpool.Buffer
+	var err error
+	if c == nil || c.comp == nil {
+		b, err = EncodeBuffer(s.pool, s.Codec, m, s.maxSend)
+	} else {
+		b, err = EncodeCompressed(s.pool, s.Codec, c.comp, m, s.maxSend)
+	}
 	if err != nil {
 		return err
 	}
@@ -285,6 +306,10 @@ func (s *ServerStream) sendMsg(m any, last bool) error {
 		return err
 	}
 	if !s.headerSent {
+		// The headers name the compressor the message was compressed
+		// with, even if a SetSendCompressor broke its contract and ran
+		// meanwhile.
+		s.comp = c
 		// The message follows at once: the headers are held for it.
 		if err := s.sendHeaderHoldLocked(true); err != nil {
 			s.mu.Unlock()
@@ -319,7 +344,7 @@ func (s *ServerStream) RecvMsg(m any) error {
 	if err != nil {
 		return err
 	}
-	return DecodeMessage(s.Codec, msg, s.Req.Encoding, m)
+	return DecodeMessage(s.Codec, msg, m)
 }
 
 // enterRecv registers the caller as a receiving user (see leave), or
