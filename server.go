@@ -22,8 +22,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// ErrServerStopped is returned by Serve after Stop or GracefulStop.
-var ErrServerStopped = errors.New("leangrpc: the server has been stopped")
+// ErrServerStopped is returned by Serve after Stop or GracefulStop. It is
+// grpc-go's own value, so that code converted from grpc-go which compares
+// Serve's error with grpc.ErrServerStopped (or errors.Is) keeps working.
+var ErrServerStopped = grpc.ErrServerStopped
 
 // Server is a gRPC server. It implements grpc.ServiceRegistrar.
 type Server struct {
