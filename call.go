@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -27,6 +26,7 @@ type callInfo struct {
 	maxSend      int
 	subtype      string
 	codec        encoding.CodecV2
+	namedCodec   bool // codec came from ForceCodec or ForceCodecV2: its name is the default subtype
 	headerAddrs  []*metadata.MD
 	trailerAddrs []*metadata.MD
 	peerAddrs    []*peer.Peer
@@ -62,9 +62,13 @@ func parseCallOptions(defaults, opts []grpc.CallOption) (callInfo, error) {
 			case grpc.ContentSubtypeCallOption:
 				ci.subtype = o.ContentSubtype
 			case grpc.ForceCodecV2CallOption:
-				ci.codec = o.CodecV2
+				ci.codec, ci.namedCodec = o.CodecV2, true
 			case grpc.ForceCodecCallOption:
-				ci.codec = codecV1Adapter{o.Codec}
+				ci.codec, ci.namedCodec = grpcwire.V1Codec(o.Codec), true
+			case grpc.CustomCodecCallOption:
+				// grpc-go's deprecated grpc.Codec: it marshals, but
+				// names no content-subtype.
+				ci.codec, ci.namedCodec = grpcwire.BytesCodec(o.Codec, o.Codec.String()), false
 			case grpc.AuthorityOverrideCallOption:
 				ci.authority = o.Authority
 			case grpc.PerRPCCredsCallOption:
@@ -77,37 +81,22 @@ func parseCallOptions(defaults, opts []grpc.CallOption) (callInfo, error) {
 		}
 	}
 	if ci.codec == nil {
-		if ci.subtype == "" {
-			ci.codec = grpcwire.ProtoCodec()
-		} else if c := encoding.GetCodecV2(ci.subtype); c != nil {
-			ci.codec = c
-		} else {
+		// As grpc-go: the codec registered for the subtype, proto when
+		// none is asked for, an error for a subtype nobody registered
+		// (grpc.CallContentSubtype lowercases it).
+		c, ok := grpcwire.CodecFor(ci.subtype)
+		if !ok && ci.subtype != "" {
 			return ci, status.Errorf(codes.Internal, "no codec registered for content-subtype %s", ci.subtype)
 		}
-	} else if ci.subtype == "" {
-		ci.subtype = ci.codec.Name()
+		ci.codec = c
+	} else if ci.subtype == "" && ci.namedCodec {
+		// A forced codec names the subtype unless the call set one.
+		ci.subtype = strings.ToLower(ci.codec.Name())
 	}
 	if ci.maxRecv == 0 {
 		ci.maxRecv = grpcwire.DefaultMaxRecvMsgSize
 	}
 	return ci, nil
-}
-
-// codecV1Adapter runs an old-style encoding.Codec as a CodecV2.
-type codecV1Adapter struct{ c encoding.Codec }
-
-func (a codecV1Adapter) Name() string { return a.c.Name() }
-
-func (a codecV1Adapter) Marshal(v any) (mem.BufferSlice, error) {
-	b, err := a.c.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
-}
-
-func (a codecV1Adapter) Unmarshal(data mem.BufferSlice, v any) error {
-	return a.c.Unmarshal(data.Materialize(), v)
 }
 
 // newRequest builds the request headers of a call.

@@ -180,9 +180,11 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		cc.pool = bufpool.New(cc.opts.bufferPool)
 	}
 	cc.h2cfg = h2conn.SharedConfig(h2conn.Config{
-		InitialStreamWindow:          uint32(max(cc.opts.initialWindow, 0)),
+		InitialStreamWindow:          windowSize(cc.opts.initialWindow),
 		MaxFrameSize:                 cc.opts.maxFrameSize,
-		InitialConnWindow:            uint32(max(cc.opts.initialConnWindow, 0)),
+		InitialConnWindow:            windowSize(cc.opts.initialConnWindow),
+		DisableBDP:                   cc.opts.staticWindows,
+		MaxHeaderListSize:            cc.opts.maxHeaderListSize,
 		Pool:                         cc.pool,
 		PooledReads:                  pooledReads(cc.opts.readBufferPooling),
 		KeepaliveTime:                cc.opts.kp.Time,

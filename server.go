@@ -69,7 +69,7 @@ func NewServer(opts ...ServerOption) *Server {
 	if o.bufferPool != nil {
 		pool = bufpool.New(o.bufferPool)
 	}
-	s.wireCfg = grpcwire.ServerConfig{Pool: pool, MaxRecv: o.maxRecv, MaxSend: o.maxSend}
+	s.wireCfg = grpcwire.ServerConfig{Pool: pool, MaxRecv: o.maxRecv, MaxSend: o.maxSend, Codec: o.codec}
 	if o.maxConcurrentStreams == 0 {
 		// grpc-go's servers do not limit concurrent streams unless told
 		// to; a drop-in must not refuse what they accept.
@@ -81,8 +81,11 @@ func NewServer(opts ...ServerOption) *Server {
 	s.h2cfg = h2conn.Config{
 		MaxConcurrentStreams:    o.maxConcurrentStreams,
 		MaxFrameSize:            o.maxFrameSize,
-		InitialStreamWindow:     uint32(max(o.initialWindow, 0)),
-		InitialConnWindow:       uint32(max(o.initialConnWindow, 0)),
+		InitialStreamWindow:     windowSize(o.initialWindow),
+		InitialConnWindow:       windowSize(o.initialConnWindow),
+		DisableBDP:              o.staticWindows,
+		MaxHeaderListSize:       o.maxHeaderListSize,
+		HeaderTableSize:         o.headerTableSize,
 		Pool:                    pool,
 		PooledReads:             pooledReads(o.readBufferPooling),
 		PingMinTime:             o.kep.MinTime,
@@ -253,6 +256,9 @@ func (s *Server) Stop() {
 		c.Close()
 	}
 	s.connWG.Wait()
+	if s.opts.waitForHandlers {
+		s.handlers.Wait()
+	}
 }
 
 // GracefulStop stops accepting connections and streams, lets in-flight RPCs

@@ -22,6 +22,10 @@ type ServerConfig struct {
 	Pool    *bufpool.Pool // nil: bufpool.Default()
 	MaxRecv int           // 0: DefaultMaxRecvMsgSize
 	MaxSend int           // 0: unlimited
+	// Codec, when set, decodes and encodes every call's messages whatever
+	// the request's content-subtype (grpc-go's ForceServerCodec); the
+	// response's content-type still echoes the request's.
+	Codec encoding.CodecV2
 }
 
 // ServerStream is the gRPC server side of one HTTP/2 stream: the request,
@@ -101,7 +105,9 @@ func (s *ServerStream) Init(parent context.Context, st *h2conn.Stream, req Reque
 	s.parser = parsers.Get().(*Parser)
 	s.parser.MaxRecv = cfg.MaxRecv
 	s.parser.Pool = s.pool
-	s.Codec, _ = CodecFor(req.ContentSubtype)
+	if s.Codec = cfg.Codec; s.Codec == nil {
+		s.Codec, _ = CodecFor(req.ContentSubtype)
+	}
 	s.ctx = &s.Ctx
 	var onDeadline func()
 	if req.HasTimeout {
