@@ -114,45 +114,7 @@ func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInf
 	if md, ok := metadata.FromOutgoingContext(ctx); ok {
 		req.MD = md
 	}
-	if len(cc.opts.perRPC) > 0 || ci.perRPC != nil {
-		if err := cc.addPerRPCCreds(ctx, &req, ci); err != nil {
-			return req, err
-		}
-	}
 	return req, nil
-}
-
-// addPerRPCCreds adds the metadata of the connection's and the call's
-// per-RPC credentials to the request, as grpc-go does.
-func (cc *ClientConn) addPerRPCCreds(ctx context.Context, req *grpcwire.Request, ci *callInfo) error {
-	service, _, _ := grpcwire.SplitMethod(req.Method)
-	audience := "https://" + req.Authority + "/" + service
-	creds := cc.opts.perRPC
-	if ci.perRPC != nil {
-		creds = append(creds[:len(creds):len(creds)], ci.perRPC)
-	}
-	md := req.MD.Copy()
-	if md == nil {
-		md = metadata.MD{}
-	}
-	for _, c := range creds {
-		if c.RequireTransportSecurity() && cc.scheme != "https" {
-			return status.Error(codes.Unauthenticated, "transport: cannot send secure credentials on an insecure connection")
-		}
-		kv, err := c.GetRequestMetadata(ctx, audience)
-		if err != nil {
-			if _, ok := status.FromError(err); ok {
-				return err
-			}
-			return status.Errorf(codes.Unauthenticated, "transport: per-RPC creds failed due to error: %v", err)
-		}
-		for k, v := range kv {
-			k = strings.ToLower(k)
-			md[k] = append(md[k], v)
-		}
-	}
-	req.MD = md
-	return nil
 }
 
 // openStream gets a connection and opens the call's stream on it, once
@@ -169,6 +131,8 @@ func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInf
 	if err != nil {
 		return nil, nil, err
 	}
+	userMD := req.MD
+	withCreds := len(cc.opts.perRPC) > 0 || ci.perRPC != nil
 	cfg := grpcwire.ClientConfig{Pool: cc.pool, Codec: ci.codec, MaxRecv: ci.maxRecv, MaxSend: ci.maxSend,
 		// A unary call shows metadata only through the Header and
 		// Trailer call options.
@@ -180,6 +144,13 @@ func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInf
 		conn, p, err := cc.getConn(ctx, ci.waitForReady)
 		if err != nil {
 			return nil, nil, err
+		}
+		if withCreds {
+			// Per-RPC credentials see the connection's AuthInfo, so
+			// they run once the connection is chosen, as in grpc-go.
+			if req.MD, err = cc.perRPCMetadata(ctx, &req, userMD, ci.perRPC, p.AuthInfo); err != nil {
+				return nil, nil, err
+			}
 		}
 		var cs *grpcwire.ClientStream
 		if hold {

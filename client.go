@@ -348,6 +348,10 @@ func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, error) {
 		raw.Close()
 		return nil, nil, err
 	}
+	if err := cc.checkConnCreds(auth); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
 	nc = secured(raw, nc)
 	conn, err := h2conn.NewClientConn(nc, *cc.h2cfg)
 	if err != nil {
