@@ -59,3 +59,10 @@ func WithDisableServiceConfig() DialOption { return dialOptionFunc(func(*dialOpt
 // WithDisableHealthCheck is accepted and has no effect: leangrpc has no
 // load balancer and runs no client-side health checks to disable.
 func WithDisableHealthCheck() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
+
+// WithDisableRetry is accepted and has no effect: leangrpc has no retry
+// policy (no service config) to disable. Like grpc-go it still retries,
+// transparently, a call the server never processed (refused stream, or
+// above a GOAWAY's last stream), which this option does not affect in
+// grpc-go either.
+func WithDisableRetry() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
