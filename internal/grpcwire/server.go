@@ -2,6 +2,7 @@ package grpcwire
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strconv"
 	"sync"
@@ -255,9 +256,29 @@ func (s *ServerStream) sendHeaderHoldLocked(hold bool) error {
 	clear(fb[:])
 	fieldBufs.Put(fb)
 	if err != nil {
+		if e := s.headerListErr(err); e != nil {
+			return e
+		}
 		return StreamStatusError(s.ctx, err)
 	}
 	return nil
+}
+
+// errHeaderListTooLarge is what a handler's send of headers over the
+// client's header list limit returns, with grpc-go's code and message.
+var errHeaderListTooLarge = status.Error(codes.Unknown, "transport: trying to send header list size larger than the limit set by peer")
+
+// headerListErr answers a response header list over the client's
+// SETTINGS_MAX_HEADER_LIST_SIZE (h2conn checked it, nothing was sent) as
+// grpc-go's server does: RST_STREAM INTERNAL_ERROR, so the client sees
+// Internal and its connection lives on. It returns nil for other errors.
+func (s *ServerStream) headerListErr(err error) error {
+	var hl *h2conn.HeaderListTooLargeError
+	if !errors.As(err, &hl) {
+		return nil
+	}
+	s.st.Reset(h2frame.ErrCodeInternal)
+	return errHeaderListTooLarge
 }
 
 // SetTrailer merges md into the trailers sent with the status.
@@ -410,7 +431,11 @@ func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
 	err := s.st.WriteTrailers(fields)
 	clear(fb[:])
 	fieldBufs.Put(fb)
-	if err == nil && !recvDone {
+	if err != nil {
+		if e := s.headerListErr(err); e != nil {
+			err = e
+		}
+	} else if !recvDone {
 		select {
 		case <-s.st.Done():
 		default:
