@@ -144,6 +144,16 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	for _, o := range opts {
 		o.applyDial(&cc.opts)
 	}
+	var bundlePerRPC credentials.PerRPCCredentials
+	if b := cc.opts.bundle; b != nil {
+		if cc.opts.creds != nil {
+			return nil, errors.New("grpc: credentials.Bundle may not be used with individual TransportCredentials")
+		}
+		if cc.opts.creds = b.TransportCredentials(); cc.opts.creds == nil {
+			return nil, errors.New("grpc: credentials.Bundle must return non-nil transport credentials")
+		}
+		bundlePerRPC = b.PerRPCCredentials()
+	}
 	if cc.opts.creds == nil {
 		// grpc-go refuses a client without credentials; leangrpc speaks
 		// plaintext then, which is what every caller so far wants.
@@ -153,6 +163,11 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		if c.RequireTransportSecurity() && cc.opts.creds.Info().SecurityProtocol == "insecure" {
 			return nil, errors.New("grpc: the credentials require transport level security (use grpc.WithTransportCredentials() to set)")
 		}
+	}
+	if bundlePerRPC != nil {
+		// After the check above, as in grpc-go, which adds a bundle's
+		// per-RPC credentials to the connection's in its transport.
+		cc.opts.perRPC = append(cc.opts.perRPC[:len(cc.opts.perRPC):len(cc.opts.perRPC)], bundlePerRPC)
 	}
 	addr, err := resolveTarget(target)
 	if err != nil {

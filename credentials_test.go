@@ -235,3 +235,79 @@ func TestPerRPCCredentialsAsGRPCGo(t *testing.T) {
 		}
 	}
 }
+
+// testBundle is a credentials.Bundle of fixed parts.
+type testBundle struct {
+	tc     credentials.TransportCredentials
+	perRPC credentials.PerRPCCredentials
+}
+
+func (b testBundle) TransportCredentials() credentials.TransportCredentials { return b.tc }
+func (b testBundle) PerRPCCredentials() credentials.PerRPCCredentials       { return b.perRPC }
+func (b testBundle) NewWithMode(string) (credentials.Bundle, error)         { return b, nil }
+
+// TestCredentialsBundle runs WithCredentialsBundle (TLS and a token) from
+// both clients against a leangrpc server, and compares NewClient's
+// refusals of a bundle with transport credentials and of one without.
+func TestCredentialsBundle(t *testing.T) {
+	serverCreds, err := credentials.NewServerTLSFromFile(testdata.Path("x509/server1_cert.pem"), testdata.Path("x509/server1_key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCreds, err := credentials.NewClientTLSFromFile(testdata.Path("x509/server_ca_cert.pem"), "x.test.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec authRecorder
+	addr := serveAny(t, true, serverCreds, rec.intercept)
+	bundle := testBundle{tc: clientCreds, perRPC: oauth.TokenSource{TokenSource: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "bundled"})}}
+	newClient := func(lean bool, b credentials.Bundle, withTC bool) (grpc.ClientConnInterface, error) {
+		if lean {
+			opts := []leangrpc.DialOption{leangrpc.WithCredentialsBundle(b), leangrpc.WithAuthority("x.test.example.com")}
+			if withTC {
+				opts = append(opts, leangrpc.WithTransportCredentials(clientCreds))
+			}
+			cc, err := leangrpc.NewClient(addr, opts...)
+			if err == nil {
+				t.Cleanup(func() { cc.Close() })
+			}
+			return cc, err
+		}
+		// grpc-go takes the TLS server name from the authority here.
+		opts := []grpc.DialOption{grpc.WithCredentialsBundle(b), grpc.WithAuthority("x.test.example.com")}
+		if withTC {
+			opts = append(opts, grpc.WithTransportCredentials(clientCreds))
+		}
+		cc, err := grpc.NewClient(addr, opts...)
+		if err == nil {
+			t.Cleanup(func() { cc.Close() })
+		}
+		return cc, err
+	}
+	for _, lean := range []bool{false, true} {
+		cc, err := newClient(lean, bundle, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := testgrpc.NewTestServiceClient(cc).EmptyCall(ctxT(t), &testpb.Empty{}); err != nil {
+			t.Fatalf("lean client %v: %v", lean, err)
+		}
+		if got := rec.get(); len(got) != 1 || got[0] != "Bearer bundled" {
+			t.Errorf("lean client %v: authorization %q", lean, got)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		b      credentials.Bundle
+		withTC bool
+	}{
+		{"with-transport-credentials", bundle, true},
+		{"without-transport-credentials", testBundle{}, false},
+	} {
+		_, errGRPC := newClient(false, c.b, c.withTC)
+		_, errLean := newClient(true, c.b, c.withTC)
+		if errGRPC == nil || errLean == nil || errLean.Error() != errGRPC.Error() {
+			t.Errorf("%s: leangrpc %v, grpc-go %v", c.name, errLean, errGRPC)
+		}
+	}
+}

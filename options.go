@@ -252,12 +252,23 @@ type dialOptions struct {
 	perRPC            []credentials.PerRPCCredentials
 	maxHeaderListSize uint32
 	staticWindows     bool
+	bundle            credentials.Bundle
 }
 
 // WithPerRPCCredentials adds credentials whose metadata goes with every
 // call (tokens and the like).
 func WithPerRPCCredentials(c credentials.PerRPCCredentials) DialOption {
 	return dialOptionFunc(func(o *dialOptions) { o.perRPC = append(o.perRPC, c) })
+}
+
+// WithCredentialsBundle sets the connection's credentials from a bundle:
+// its transport credentials, and its per-RPC credentials (if any) after
+// those of WithPerRPCCredentials. As in grpc-go, NewClient refuses a
+// bundle together with WithTransportCredentials, or one without transport
+// credentials. Modes (Bundle.NewWithMode) are not used: leangrpc talks to
+// no load balancer.
+func WithCredentialsBundle(b credentials.Bundle) DialOption {
+	return dialOptionFunc(func(o *dialOptions) { o.bundle = b })
 }
 
 // WithTransportCredentials sets the connection's credentials;

@@ -66,3 +66,8 @@ func WithDisableHealthCheck() DialOption { return dialOptionFunc(func(*dialOptio
 // above a GOAWAY's last stream), which this option does not affect in
 // grpc-go either.
 func WithDisableRetry() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
+
+// WithLocalDNSResolution is accepted and has no effect: leangrpc always
+// resolves the target's host itself when it dials (it never hands a name
+// to a proxy), which is what this option asks grpc-go for.
+func WithLocalDNSResolution() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
