@@ -62,105 +62,103 @@ func init() {
 // error and falls back to proto on the server.
 func TestContentSubtypeCodecs(t *testing.T) {
 	req := &testpb.SimpleRequest{ResponseSize: 100, Payload: payload(100), FillUsername: true}
-	for _, p := range allPairs {
-		t.Run(p.name, func(t *testing.T) {
-			tc := startTestService(t, p, stackOptions{})
-			ctx := ctxT(t)
+	forAllPairs(t, func(t *testing.T, p pair) {
+		tc := startTestService(t, p, stackOptions{})
+		ctx := ctxT(t)
 
-			// The registry picks the codec on both ends: 4 codec
-			// calls per unary call.
-			for _, tt := range []struct {
-				subtype string
-				codec   *jsonCodec
-			}{
-				{"testjson", registeredJSON},
-				{"TestJSON", registeredJSON}, // CallContentSubtype lowercases
-				{"testjsonv2", &registeredJSONV2.jsonCodec},
-			} {
-				before := tt.codec.calls.Load()
-				reply, err := tc.UnaryCall(ctx, req, grpc.CallContentSubtype(tt.subtype))
-				if err != nil || len(reply.GetPayload().GetBody()) != 100 {
-					t.Fatalf("CallContentSubtype(%q): %v", tt.subtype, err)
-				}
-				if n := tt.codec.calls.Load() - before; n != 4 {
-					t.Errorf("CallContentSubtype(%q): the registered codec ran %d times, want 4", tt.subtype, n)
-				}
+		// The registry picks the codec on both ends: 4 codec
+		// calls per unary call.
+		for _, tt := range []struct {
+			subtype string
+			codec   *jsonCodec
+		}{
+			{"testjson", registeredJSON},
+			{"TestJSON", registeredJSON}, // CallContentSubtype lowercases
+			{"testjsonv2", &registeredJSONV2.jsonCodec},
+		} {
+			before := tt.codec.calls.Load()
+			reply, err := tc.UnaryCall(ctx, req, grpc.CallContentSubtype(tt.subtype))
+			if err != nil || len(reply.GetPayload().GetBody()) != 100 {
+				t.Fatalf("CallContentSubtype(%q): %v", tt.subtype, err)
 			}
+			if n := tt.codec.calls.Load() - before; n != 4 {
+				t.Errorf("CallContentSubtype(%q): the registered codec ran %d times, want 4", tt.subtype, n)
+			}
+		}
 
-			// A forced codec names the subtype (lowercased): the server
-			// picks the registered codec of that name.
-			forced := &jsonCodec{name: "TESTJSON"}
-			before := registeredJSON.calls.Load()
-			if _, err := tc.UnaryCall(ctx, req, grpc.ForceCodec(forced)); err != nil {
-				t.Fatalf("ForceCodec: %v", err)
-			}
-			if forced.calls.Load() != 2 || registeredJSON.calls.Load()-before != 2 {
-				t.Errorf("ForceCodec: client codec ran %d times, server's %d, want 2 and 2", forced.calls.Load(), registeredJSON.calls.Load()-before)
-			}
-			forcedV2 := &jsonCodecV2{jsonCodec{name: "testjsonV2"}}
-			if _, err := tc.UnaryCall(ctx, req, grpc.ForceCodecV2(forcedV2)); err != nil || forcedV2.calls.Load() != 2 {
-				t.Fatalf("ForceCodecV2: %v, %d client codec calls", err, forcedV2.calls.Load())
-			}
+		// A forced codec names the subtype (lowercased): the server
+		// picks the registered codec of that name.
+		forced := &jsonCodec{name: "TESTJSON"}
+		before := registeredJSON.calls.Load()
+		if _, err := tc.UnaryCall(ctx, req, grpc.ForceCodec(forced)); err != nil {
+			t.Fatalf("ForceCodec: %v", err)
+		}
+		if forced.calls.Load() != 2 || registeredJSON.calls.Load()-before != 2 {
+			t.Errorf("ForceCodec: client codec ran %d times, server's %d, want 2 and 2", forced.calls.Load(), registeredJSON.calls.Load()-before)
+		}
+		forcedV2 := &jsonCodecV2{jsonCodec{name: "testjsonV2"}}
+		if _, err := tc.UnaryCall(ctx, req, grpc.ForceCodecV2(forcedV2)); err != nil || forcedV2.calls.Load() != 2 {
+			t.Fatalf("ForceCodecV2: %v, %d client codec calls", err, forcedV2.calls.Load())
+		}
 
-			// A subtype nobody registered: grpc-go's client refuses the
-			// call.
-			_, err := tc.UnaryCall(ctx, req, grpc.CallContentSubtype("nosuch"))
-			if st := status.Convert(err); st.Code() != codes.Internal || st.Message() != "no codec registered for content-subtype nosuch" {
-				t.Errorf("unknown subtype on the client: %v", err)
-			}
-			// grpc-go's server decodes it as proto: a proto codec under
-			// an unregistered name gets through.
-			unknown := &countingCodec{name: "unregistered"}
-			if _, err := tc.UnaryCall(ctx, req, grpc.ForceCodecV2(unknown)); err != nil {
-				t.Errorf("unknown subtype on the server: %v, want the proto fallback", err)
-			}
-			// And a JSON codec under an unregistered name does not.
-			if _, err := tc.UnaryCall(ctx, req, grpc.ForceCodec(&jsonCodec{name: "otherjson"})); status.Code(err) != codes.Internal {
-				t.Errorf("JSON under an unknown subtype: %v, want Internal from proto's decoder", err)
-			}
-		})
-	}
+		// A subtype nobody registered: grpc-go's client refuses the
+		// call.
+		_, err := tc.UnaryCall(ctx, req, grpc.CallContentSubtype("nosuch"))
+		if st := status.Convert(err); st.Code() != codes.Internal || st.Message() != "no codec registered for content-subtype nosuch" {
+			t.Errorf("unknown subtype on the client: %v", err)
+		}
+		// grpc-go's server decodes it as proto: a proto codec under
+		// an unregistered name gets through.
+		unknown := &countingCodec{name: "unregistered"}
+		if _, err := tc.UnaryCall(ctx, req, grpc.ForceCodecV2(unknown)); err != nil {
+			t.Errorf("unknown subtype on the server: %v, want the proto fallback", err)
+		}
+		// And a JSON codec under an unregistered name does not.
+		if _, err := tc.UnaryCall(ctx, req, grpc.ForceCodec(&jsonCodec{name: "otherjson"})); status.Code(err) != codes.Internal {
+			t.Errorf("JSON under an unknown subtype: %v, want Internal from proto's decoder", err)
+		}
+	})
 }
 
 // TestDefaultCallOptionSubtype sets the content-subtype for every call of
 // a client through its default call options.
 func TestDefaultCallOptionSubtype(t *testing.T) {
-	for _, p := range allPairs {
-		t.Run(p.name, func(t *testing.T) {
-			tc := startTestService(t, p, stackOptions{
-				leanDial: []leangrpc.DialOption{leangrpc.WithDefaultCallOptions(grpc.CallContentSubtype("testjson"))},
-				grpcDial: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.CallContentSubtype("testjson"))},
-			})
-			before := registeredJSON.calls.Load()
-			if _, err := tc.UnaryCall(ctxT(t), &testpb.SimpleRequest{ResponseSize: 10}); err != nil {
-				t.Fatal(err)
-			}
-			if n := registeredJSON.calls.Load() - before; n != 4 {
-				t.Errorf("the default subtype's codec ran %d times, want 4", n)
-			}
+	forAllPairs(t, func(t *testing.T, p pair) {
+		tc := startTestService(t, p, stackOptions{
+			leanDial: []leangrpc.DialOption{leangrpc.WithDefaultCallOptions(grpc.CallContentSubtype("testjson"))},
+			grpcDial: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.CallContentSubtype("testjson"))},
 		})
-	}
+		before := registeredJSON.calls.Load()
+		if _, err := tc.UnaryCall(ctxT(t), &testpb.SimpleRequest{ResponseSize: 10}); err != nil {
+			t.Fatal(err)
+		}
+		if n := registeredJSON.calls.Load() - before; n != 4 {
+			t.Errorf("the default subtype's codec ran %d times, want 4", n)
+		}
+	})
 }
 
 // TestForceServerCodec forces the server's codec: it decodes a request
 // whatever the content-subtype says, here one nobody registered.
 func TestForceServerCodec(t *testing.T) {
 	for _, v2 := range []bool{false, true} {
-		for _, p := range allPairs {
-			name := p.name + "/v1"
-			serverCodec := &jsonCodecV2{jsonCodec{name: "serverjson"}}
-			o := stackOptions{
-				leanServer: []leangrpc.ServerOption{leangrpc.ForceServerCodec(&serverCodec.jsonCodec)},
-				grpcServer: []grpc.ServerOption{grpc.ForceServerCodec(&serverCodec.jsonCodec)},
-			}
-			if v2 {
-				name = p.name + "/v2"
-				o = stackOptions{
-					leanServer: []leangrpc.ServerOption{leangrpc.ForceServerCodecV2(serverCodec)},
-					grpcServer: []grpc.ServerOption{grpc.ForceServerCodecV2(serverCodec)},
+		name := "v1"
+		if v2 {
+			name = "v2"
+		}
+		t.Run(name, func(t *testing.T) {
+			forAllPairs(t, func(t *testing.T, p pair) {
+				serverCodec := &jsonCodecV2{jsonCodec{name: "serverjson"}}
+				o := stackOptions{
+					leanServer: []leangrpc.ServerOption{leangrpc.ForceServerCodec(&serverCodec.jsonCodec)},
+					grpcServer: []grpc.ServerOption{grpc.ForceServerCodec(&serverCodec.jsonCodec)},
 				}
-			}
-			t.Run(name, func(t *testing.T) {
+				if v2 {
+					o = stackOptions{
+						leanServer: []leangrpc.ServerOption{leangrpc.ForceServerCodecV2(serverCodec)},
+						grpcServer: []grpc.ServerOption{grpc.ForceServerCodecV2(serverCodec)},
+					}
+				}
 				tc := startTestService(t, p, o)
 				if _, err := tc.UnaryCall(ctxT(t), &testpb.SimpleRequest{ResponseSize: 10}, grpc.ForceCodec(&jsonCodec{name: "otherjson"})); err != nil {
 					t.Fatal(err)
@@ -169,6 +167,6 @@ func TestForceServerCodec(t *testing.T) {
 					t.Errorf("the server's forced codec ran %d times, want 2", n)
 				}
 			})
-		}
+		})
 	}
 }

@@ -118,29 +118,27 @@ func TestOAuthTokenSourceOverTLS(t *testing.T) {
 	token := func(s string) oauth.TokenSource {
 		return oauth.TokenSource{TokenSource: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: s})}
 	}
-	for _, p := range allPairs {
-		t.Run(p.name, func(t *testing.T) {
-			var rec authRecorder
-			addr := serveAny(t, p.leanServer, serverCreds, rec.intercept)
-			cc, err := dialAny(t, p.leanClient, addr, clientCreds, token("conn-token"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc := testgrpc.NewTestServiceClient(cc)
-			if _, err := tc.EmptyCall(ctxT(t), &testpb.Empty{}); err != nil {
-				t.Fatalf("connection's TokenSource: %v", err)
-			}
-			if got := rec.get(); len(got) != 1 || got[0] != "Bearer conn-token" {
-				t.Errorf("authorization %q, want the connection's token", got)
-			}
-			if _, err := tc.EmptyCall(ctxT(t), &testpb.Empty{}, grpc.PerRPCCredentials(token("call-token"))); err != nil {
-				t.Fatalf("call's TokenSource: %v", err)
-			}
-			if got := rec.get(); len(got) != 2 || got[0] != "Bearer conn-token" || got[1] != "Bearer call-token" {
-				t.Errorf("authorization %q, want the connection's token then the call's", got)
-			}
-		})
-	}
+	forAllPairs(t, func(t *testing.T, p pair) {
+		var rec authRecorder
+		addr := serveAny(t, p.leanServer, serverCreds, rec.intercept)
+		cc, err := dialAny(t, p.leanClient, addr, clientCreds, token("conn-token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := testgrpc.NewTestServiceClient(cc)
+		if _, err := tc.EmptyCall(ctxT(t), &testpb.Empty{}); err != nil {
+			t.Fatalf("connection's TokenSource: %v", err)
+		}
+		if got := rec.get(); len(got) != 1 || got[0] != "Bearer conn-token" {
+			t.Errorf("authorization %q, want the connection's token", got)
+		}
+		if _, err := tc.EmptyCall(ctxT(t), &testpb.Empty{}, grpc.PerRPCCredentials(token("call-token"))); err != nil {
+			t.Fatalf("call's TokenSource: %v", err)
+		}
+		if got := rec.get(); len(got) != 2 || got[0] != "Bearer conn-token" || got[1] != "Bearer call-token" {
+			t.Errorf("authorization %q, want the connection's token then the call's", got)
+		}
+	})
 }
 
 // levelCreds are per-RPC credentials that check the connection's

@@ -23,8 +23,8 @@ import (
 func TestMaxHeaderListSize(t *testing.T) {
 	const limit = 2000
 	big := strings.Repeat("x", 2*limit)
-	for _, p := range allPairs {
-		t.Run(p.name+"/server-limit", func(t *testing.T) {
+	forAllPairs(t, func(t *testing.T, p pair) {
+		t.Run("server-limit", func(t *testing.T) {
 			tc := startTestService(t, p, stackOptions{
 				leanServer: []leangrpc.ServerOption{leangrpc.MaxHeaderListSize(limit)},
 				grpcServer: []grpc.ServerOption{grpc.MaxHeaderListSize(limit)},
@@ -43,7 +43,7 @@ func TestMaxHeaderListSize(t *testing.T) {
 				t.Errorf("request over the server's limit: %v, want Internal %q", err, want)
 			}
 		})
-		t.Run(p.name+"/client-limit", func(t *testing.T) {
+		t.Run("client-limit", func(t *testing.T) {
 			tc := startTestService(t, p, stackOptions{
 				leanDial: []leangrpc.DialOption{leangrpc.WithMaxHeaderListSize(limit)},
 				grpcDial: []grpc.DialOption{grpc.WithMaxHeaderListSize(limit)},
@@ -66,5 +66,5 @@ func TestMaxHeaderListSize(t *testing.T) {
 				t.Errorf("call after the refused one: %v", err)
 			}
 		})
-	}
+	})
 }

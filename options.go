@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/tap"
 )
 
 // ServerOption configures a Server.
@@ -41,6 +42,7 @@ type serverOptions struct {
 	headerTableSize      uint32
 	staticWindows        bool
 	waitForHandlers      bool
+	inTap                tap.ServerInHandle
 }
 
 // UnknownServiceHandler sets a handler for calls to services and methods
@@ -201,6 +203,21 @@ func ForceServerCodecV2(codec encoding.CodecV2) ServerOption {
 // Deprecated: use ForceServerCodec or ForceServerCodecV2, as with grpc-go.
 func CustomCodec(codec grpc.Codec) ServerOption {
 	return serverOptionFunc(func(o *serverOptions) { o.codec = grpcwire.BytesCodec(codec, codec.String()) })
+}
+
+// InTapHandle sets a function run for each new call before anything else
+// is done for it, on the connection's reader as in grpc-go (so it must be
+// quick): it gets the method and the request's metadata, its context
+// becomes the parent of the call's, and an error answers the call with
+// the error's status (PermissionDenied for an error that is not a status)
+// without running interceptors or handler. Only one may be set.
+func InTapHandle(h tap.ServerInHandle) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) {
+		if o.inTap != nil {
+			panic("The tap handle was already set and may not be reset.")
+		}
+		o.inTap = h
+	})
 }
 
 // WaitForHandlers makes Stop wait until every method handler has

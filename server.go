@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"reflect"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 )
 
 // ErrServerStopped is returned by Serve after Stop or GracefulStop. It is
@@ -365,7 +367,16 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 		// per connection, a compare afterwards).
 		st.Conn().RaiseMaxFrameSize(s.raiseFrame)
 	}
-	r.ss.Init(sc.context(), st, req, &s.wireCfg)
+	parent := sc.context()
+	if s.opts.inTap != nil {
+		var rej *grpcwire.Reject
+		if parent, rej = s.tap(parent, &req); rej != nil {
+			rq := req
+			go grpcwire.RejectStream(st, &rq, rej)
+			return
+		}
+	}
+	r.ss.Init(parent, st, req, &s.wireCfg)
 	if ctxKeysLearned {
 		r.ss.SetContext(r)
 	}
@@ -376,6 +387,23 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 		return
 	}
 	go r.handle()
+}
+
+// tap runs the InTapHandle on a request, as grpc-go does: on the
+// connection's reader, before anything else is done for the call, with
+// the request's method and metadata. The context it returns is the
+// parent of the call's; an error answers the call with its status
+// (PermissionDenied for an error that is not a status) and runs nothing.
+func (s *Server) tap(ctx context.Context, req *grpcwire.Request) (context.Context, *grpcwire.Reject) {
+	ctx, err := s.opts.inTap(ctx, &tap.Info{FullMethodName: req.Method, Header: req.BuildMD()})
+	if err != nil {
+		st, ok := status.FromError(err)
+		if !ok {
+			st = status.New(codes.PermissionDenied, err.Error())
+		}
+		return nil, &grpcwire.Reject{HTTPStatus: http.StatusOK, Status: st}
+	}
+	return ctx, nil
 }
 
 // unaryMethod returns the registered unary method that method names and its
