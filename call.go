@@ -112,6 +112,11 @@ func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInf
 		req.Authority = ci.authority
 	}
 	if md, ok := metadata.FromOutgoingContext(ctx); ok {
+		// As grpc-go: a field HTTP/2 cannot carry fails the call
+		// before anything is sent.
+		if err := grpcwire.ValidateMD(md); err != nil {
+			return req, status.Error(codes.Internal, err.Error())
+		}
 		req.MD = md
 	}
 	return req, nil

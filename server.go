@@ -587,11 +587,39 @@ type serverStream struct {
 	got    bool // single: the message was received
 }
 
-func (s *serverStream) SetHeader(md metadata.MD) error  { return s.ss.SetHeader(md) }
-func (s *serverStream) SendHeader(md metadata.MD) error { return s.ss.SendHeader(md) }
-func (s *serverStream) SetTrailer(md metadata.MD)       { s.ss.SetTrailer(md) }
-func (s *serverStream) Context() context.Context        { return s.ctx }
-func (s *serverStream) SendMsg(m any) error             { return s.ss.SendMsg(m) }
+func (s *serverStream) SetHeader(md metadata.MD) error {
+	if err := validMD(md); err != nil {
+		return err
+	}
+	return s.ss.SetHeader(md)
+}
+
+func (s *serverStream) SendHeader(md metadata.MD) error {
+	if err := validMD(md); err != nil {
+		return err
+	}
+	return s.ss.SendHeader(md)
+}
+
+// SetTrailer drops md if a field of it cannot be sent (grpc-go logs it and
+// sends the malformed field, which makes the client reset the stream).
+func (s *serverStream) SetTrailer(md metadata.MD) {
+	if validMD(md) == nil {
+		s.ss.SetTrailer(md)
+	}
+}
+
+// validMD checks metadata a handler sends, as grpc-go does: a field HTTP/2
+// cannot carry is refused with Internal.
+func validMD(md metadata.MD) error {
+	if err := grpcwire.ValidateMD(md); err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	return nil
+}
+
+func (s *serverStream) Context() context.Context { return s.ctx }
+func (s *serverStream) SendMsg(m any) error      { return s.ss.SendMsg(m) }
 
 func (s *serverStream) RecvMsg(m any) error {
 	if s.single {
@@ -628,10 +656,27 @@ func (s *serverStream) recvOne(m any) error {
 // grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer and grpc.Method.
 type transportStream rpc
 
-func (t *transportStream) Method() string                  { return t.ss.Req.Method }
-func (t *transportStream) SetHeader(md metadata.MD) error  { return t.ss.SetHeader(md) }
-func (t *transportStream) SendHeader(md metadata.MD) error { return t.ss.SendHeader(md) }
-func (t *transportStream) SetTrailer(md metadata.MD) error { return t.ss.SetTrailer(md) }
+func (t *transportStream) Method() string { return t.ss.Req.Method }
+func (t *transportStream) SetHeader(md metadata.MD) error {
+	if err := validMD(md); err != nil {
+		return err
+	}
+	return t.ss.SetHeader(md)
+}
+
+func (t *transportStream) SendHeader(md metadata.MD) error {
+	if err := validMD(md); err != nil {
+		return err
+	}
+	return t.ss.SendHeader(md)
+}
+
+func (t *transportStream) SetTrailer(md metadata.MD) error {
+	if err := validMD(md); err != nil {
+		return err
+	}
+	return t.ss.SetTrailer(md)
+}
 
 var (
 	_ grpc.ServiceRegistrar      = (*Server)(nil)
