@@ -1,6 +1,7 @@
 package leangrpc_test
 
 import (
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -77,9 +79,14 @@ func TestContentSubtypeCodecs(t *testing.T) {
 			{"testjsonv2", &registeredJSONV2.jsonCodec},
 		} {
 			before := tt.codec.calls.Load()
-			reply, err := tc.UnaryCall(ctx, req, grpc.CallContentSubtype(tt.subtype))
+			var header metadata.MD
+			reply, err := tc.UnaryCall(ctx, req, grpc.CallContentSubtype(tt.subtype), grpc.Header(&header))
 			if err != nil || len(reply.GetPayload().GetBody()) != 100 {
 				t.Fatalf("CallContentSubtype(%q): %v", tt.subtype, err)
+			}
+			// The response's content-type names the request's subtype.
+			if ct, want := header.Get("content-type"), "application/grpc+"+strings.ToLower(tt.subtype); len(ct) != 1 || ct[0] != want {
+				t.Errorf("CallContentSubtype(%q): response content-type %q, want %q", tt.subtype, ct, want)
 			}
 			if n := tt.codec.calls.Load() - before; n != 4 {
 				t.Errorf("CallContentSubtype(%q): the registered codec ran %d times, want 4", tt.subtype, n)
