@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -27,6 +26,7 @@ type callInfo struct {
 	maxSend      int
 	subtype      string
 	codec        encoding.CodecV2
+	namedCodec   bool // codec came from ForceCodec or ForceCodecV2: its name is the default subtype
 	headerAddrs  []*metadata.MD
 	trailerAddrs []*metadata.MD
 	peerAddrs    []*peer.Peer
@@ -65,9 +65,13 @@ func parseCallOptions(defaults, opts []grpc.CallOption) (callInfo, error) {
 			case grpc.ContentSubtypeCallOption:
 				ci.subtype = o.ContentSubtype
 			case grpc.ForceCodecV2CallOption:
-				ci.codec = o.CodecV2
+				ci.codec, ci.namedCodec = o.CodecV2, true
 			case grpc.ForceCodecCallOption:
-				ci.codec = codecV1Adapter{o.Codec}
+				ci.codec, ci.namedCodec = grpcwire.V1Codec(o.Codec), true
+			case grpc.CustomCodecCallOption:
+				// grpc-go's deprecated grpc.Codec: it marshals, but
+				// names no content-subtype.
+				ci.codec, ci.namedCodec = grpcwire.BytesCodec(o.Codec, o.Codec.String()), false
 			case grpc.AuthorityOverrideCallOption:
 				ci.authority = o.Authority
 			case grpc.PerRPCCredsCallOption:
@@ -78,15 +82,17 @@ func parseCallOptions(defaults, opts []grpc.CallOption) (callInfo, error) {
 		}
 	}
 	if ci.codec == nil {
-		if ci.subtype == "" {
-			ci.codec = grpcwire.ProtoCodec()
-		} else if c := encoding.GetCodecV2(ci.subtype); c != nil {
-			ci.codec = c
-		} else {
+		// As grpc-go: the codec registered for the subtype, proto when
+		// none is asked for, an error for a subtype nobody registered
+		// (grpc.CallContentSubtype lowercases it).
+		c, ok := grpcwire.CodecFor(ci.subtype)
+		if !ok && ci.subtype != "" {
 			return ci, status.Errorf(codes.Internal, "no codec registered for content-subtype %s", ci.subtype)
 		}
-	} else if ci.subtype == "" {
-		ci.subtype = ci.codec.Name()
+		ci.codec = c
+	} else if ci.subtype == "" && ci.namedCodec {
+		// A forced codec names the subtype unless the call set one.
+		ci.subtype = strings.ToLower(ci.codec.Name())
 	}
 	if ci.maxRecv == 0 {
 		ci.maxRecv = grpcwire.DefaultMaxRecvMsgSize
@@ -97,23 +103,6 @@ func parseCallOptions(defaults, opts []grpc.CallOption) (callInfo, error) {
 		}
 	}
 	return ci, nil
-}
-
-// codecV1Adapter runs an old-style encoding.Codec as a CodecV2.
-type codecV1Adapter struct{ c encoding.Codec }
-
-func (a codecV1Adapter) Name() string { return a.c.Name() }
-
-func (a codecV1Adapter) Marshal(v any) (mem.BufferSlice, error) {
-	b, err := a.c.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
-}
-
-func (a codecV1Adapter) Unmarshal(data mem.BufferSlice, v any) error {
-	return a.c.Unmarshal(data.Materialize(), v)
 }
 
 // newRequest builds the request headers of a call.
@@ -134,47 +123,14 @@ func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInf
 		req.Authority = ci.authority
 	}
 	if md, ok := metadata.FromOutgoingContext(ctx); ok {
+		// As grpc-go: a field HTTP/2 cannot carry fails the call
+		// before anything is sent.
+		if err := grpcwire.ValidateMD(md); err != nil {
+			return req, status.Error(codes.Internal, err.Error())
+		}
 		req.MD = md
 	}
-	if len(cc.opts.perRPC) > 0 || ci.perRPC != nil {
-		if err := cc.addPerRPCCreds(ctx, &req, ci); err != nil {
-			return req, err
-		}
-	}
 	return req, nil
-}
-
-// addPerRPCCreds adds the metadata of the connection's and the call's
-// per-RPC credentials to the request, as grpc-go does.
-func (cc *ClientConn) addPerRPCCreds(ctx context.Context, req *grpcwire.Request, ci *callInfo) error {
-	service, _, _ := grpcwire.SplitMethod(req.Method)
-	audience := "https://" + req.Authority + "/" + service
-	creds := cc.opts.perRPC
-	if ci.perRPC != nil {
-		creds = append(creds[:len(creds):len(creds)], ci.perRPC)
-	}
-	md := req.MD.Copy()
-	if md == nil {
-		md = metadata.MD{}
-	}
-	for _, c := range creds {
-		if c.RequireTransportSecurity() && cc.scheme != "https" {
-			return status.Error(codes.Unauthenticated, "transport: cannot send secure credentials on an insecure connection")
-		}
-		kv, err := c.GetRequestMetadata(ctx, audience)
-		if err != nil {
-			if _, ok := status.FromError(err); ok {
-				return err
-			}
-			return status.Errorf(codes.Unauthenticated, "transport: per-RPC creds failed due to error: %v", err)
-		}
-		for k, v := range kv {
-			k = strings.ToLower(k)
-			md[k] = append(md[k], v)
-		}
-	}
-	req.MD = md
-	return nil
 }
 
 // openStream gets a connection and opens the call's stream on it, once
@@ -191,6 +147,8 @@ func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInf
 	if err != nil {
 		return nil, nil, err
 	}
+	userMD := req.MD
+	withCreds := len(cc.opts.perRPC) > 0 || ci.perRPC != nil
 	cfg := grpcwire.ClientConfig{Pool: cc.pool, Codec: ci.codec, MaxRecv: ci.maxRecv, MaxSend: ci.maxSend,
 		// A unary call shows metadata only through the Header and
 		// Trailer call options.
@@ -203,6 +161,13 @@ func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInf
 		conn, p, err := cc.getConn(ctx, ci.waitForReady)
 		if err != nil {
 			return nil, nil, err
+		}
+		if withCreds {
+			// Per-RPC credentials see the connection's AuthInfo, so
+			// they run once the connection is chosen, as in grpc-go.
+			if req.MD, err = cc.perRPCMetadata(ctx, &req, userMD, ci.perRPC, p.AuthInfo); err != nil {
+				return nil, nil, err
+			}
 		}
 		var cs *grpcwire.ClientStream
 		if hold {

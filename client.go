@@ -149,6 +149,16 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	for _, o := range opts {
 		o.applyDial(&cc.opts)
 	}
+	var bundlePerRPC credentials.PerRPCCredentials
+	if b := cc.opts.bundle; b != nil {
+		if cc.opts.creds != nil {
+			return nil, errors.New("grpc: credentials.Bundle may not be used with individual TransportCredentials")
+		}
+		if cc.opts.creds = b.TransportCredentials(); cc.opts.creds == nil {
+			return nil, errors.New("grpc: credentials.Bundle must return non-nil transport credentials")
+		}
+		bundlePerRPC = b.PerRPCCredentials()
+	}
 	if cc.opts.creds == nil {
 		// grpc-go refuses a client without credentials; leangrpc speaks
 		// plaintext then, which is what every caller so far wants.
@@ -158,6 +168,11 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		if c.RequireTransportSecurity() && cc.opts.creds.Info().SecurityProtocol == "insecure" {
 			return nil, errors.New("grpc: the credentials require transport level security (use grpc.WithTransportCredentials() to set)")
 		}
+	}
+	if bundlePerRPC != nil {
+		// After the check above, as in grpc-go, which adds a bundle's
+		// per-RPC credentials to the connection's in its transport.
+		cc.opts.perRPC = append(cc.opts.perRPC[:len(cc.opts.perRPC):len(cc.opts.perRPC)], bundlePerRPC)
 	}
 	addr, err := resolveTarget(target)
 	if err != nil {
@@ -186,9 +201,11 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		cc.pool = bufpool.New(cc.opts.bufferPool)
 	}
 	cc.h2cfg = h2conn.SharedConfig(h2conn.Config{
-		InitialStreamWindow:          uint32(max(cc.opts.initialWindow, 0)),
+		InitialStreamWindow:          windowSize(cc.opts.initialWindow),
 		MaxFrameSize:                 cc.opts.maxFrameSize,
-		InitialConnWindow:            uint32(max(cc.opts.initialConnWindow, 0)),
+		InitialConnWindow:            windowSize(cc.opts.initialConnWindow),
+		DisableBDP:                   cc.opts.staticWindows,
+		MaxHeaderListSize:            cc.opts.maxHeaderListSize,
 		Pool:                         cc.pool,
 		PooledReads:                  pooledReads(cc.opts.readBufferPooling),
 		KeepaliveTime:                cc.opts.kp.Time,
@@ -350,6 +367,10 @@ func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, error) {
 	nc, auth, err = cc.opts.creds.ClientHandshake(ctx, cc.authority, raw)
 	if err != nil {
 		raw.Close()
+		return nil, nil, err
+	}
+	if err := cc.checkConnCreds(auth); err != nil {
+		nc.Close()
 		return nil, nil, err
 	}
 	nc = secured(raw, nc)

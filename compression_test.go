@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/leangrpc/leangrpc"
-	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
 	"github.com/leangrpc/leangrpc/internal/h2test"
 	"github.com/leangrpc/leangrpc/internal/sockio"
@@ -27,29 +26,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
-
-// allPairs are the four pairings of the compression tests: grpc-go with
-// itself is the reference each leangrpc pairing must match.
-var allPairs = []pair{
-	{"lean-lean", true, true},
-	{"grpc-client_lean-server", true, false},
-	{"lean-client_grpc-server", false, true},
-	{"grpc-grpc", false, false},
-}
-
-// forAllPairs is forPairs over allPairs.
-func forAllPairs(t *testing.T, f func(t *testing.T, p pair)) {
-	sockio.StartIdlePoller()
-	for _, p := range allPairs {
-		t.Run(p.name, func(t *testing.T) {
-			base := runtime.NumGoroutine()
-			bufs := bufpool.Default().Outstanding()
-			t.Run("body", func(t *testing.T) { f(t, p) })
-			checkGoroutines(t, base)
-			checkBuffers(t, bufs)
-		})
-	}
-}
 
 // countingListener counts the bytes its connections read and write, to
 // see from the server's side whether messages crossed compressed.

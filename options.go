@@ -5,10 +5,13 @@ import (
 	"net"
 	"time"
 
+	"github.com/leangrpc/leangrpc/internal/grpcwire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/tap"
 )
 
 // ServerOption configures a Server.
@@ -34,6 +37,12 @@ type serverOptions struct {
 	readBufferPooling    *bool
 	creds                credentials.TransportCredentials
 	unknownHandler       grpc.StreamHandler
+	codec                encoding.CodecV2
+	maxHeaderListSize    uint32
+	headerTableSize      uint32
+	staticWindows        bool
+	waitForHandlers      bool
+	inTap                tap.ServerInHandle
 }
 
 // UnknownServiceHandler sets a handler for calls to services and methods
@@ -68,6 +77,11 @@ func StreamInterceptor(i grpc.StreamServerInterceptor) ServerOption {
 func ChainStreamInterceptor(is ...grpc.StreamServerInterceptor) ServerOption {
 	return serverOptionFunc(func(o *serverOptions) { o.streamInts = append(o.streamInts, is...) })
 }
+
+// MaxMsgSize is MaxRecvMsgSize under its old name.
+//
+// Deprecated: use MaxRecvMsgSize, as with grpc-go.
+func MaxMsgSize(n int) ServerOption { return MaxRecvMsgSize(n) }
 
 // MaxRecvMsgSize sets the largest message the server receives (default 4 MiB).
 func MaxRecvMsgSize(n int) ServerOption {
@@ -118,14 +132,99 @@ func ConnectionTimeout(d time.Duration) ServerOption {
 	return serverOptionFunc(func(o *serverOptions) { o.connTimeout = d })
 }
 
-// InitialWindowSize sets the stream receive window.
+// InitialWindowSize sets the stream receive window; values under 64 KiB
+// are ignored. As in grpc-go, setting a window makes the windows static:
+// they no longer grow from the measured bandwidth-delay product. Without
+// it a stream's window starts at 1 MiB (grpc-go's at 64 KiB) and may grow.
 func InitialWindowSize(n int32) ServerOption {
-	return serverOptionFunc(func(o *serverOptions) { o.initialWindow = n })
+	return serverOptionFunc(func(o *serverOptions) { o.initialWindow, o.staticWindows = n, true })
 }
 
-// InitialConnWindowSize sets the connection receive window.
+// InitialConnWindowSize sets the connection receive window; values under
+// 64 KiB are ignored. It makes the windows static, as InitialWindowSize
+// does. Without it the connection's window starts at 16 MiB.
 func InitialConnWindowSize(n int32) ServerOption {
-	return serverOptionFunc(func(o *serverOptions) { o.initialConnWindow = n })
+	return serverOptionFunc(func(o *serverOptions) { o.initialConnWindow, o.staticWindows = n, true })
+}
+
+// windowSize is the engine's value for a window option: grpc-go ignores
+// windows under the RFC's 64 KiB, and 0 is the engine's default.
+func windowSize(n int32) uint32 {
+	if n < 1<<16 {
+		return 0
+	}
+	return uint32(n)
+}
+
+// StaticStreamWindowSize sets the stream receive window and turns off its
+// growth from the measured bandwidth-delay product; values under 64 KiB
+// are ignored. The connection's window keeps leangrpc's default (16 MiB)
+// unless StaticConnWindowSize sets it; grpc-go falls back to 64 KiB.
+func StaticStreamWindowSize(n int32) ServerOption { return InitialWindowSize(n) }
+
+// StaticConnWindowSize sets the connection receive window and turns off
+// window growth, as StaticStreamWindowSize does for streams.
+func StaticConnWindowSize(n int32) ServerOption { return InitialConnWindowSize(n) }
+
+// MaxHeaderListSize sets the SETTINGS_MAX_HEADER_LIST_SIZE the server
+// announces and enforces: the largest uncompressed header list (HPACK's
+// count: names, values and 32 bytes per field) a request's HEADERS may
+// carry. A request over it is reset before it reaches a handler, its
+// header block decoded no further than the limit. 0 keeps the default,
+// grpc-go's 16 MiB.
+func MaxHeaderListSize(n uint32) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.maxHeaderListSize = n })
+}
+
+// HeaderTableSize sets the SETTINGS_HEADER_TABLE_SIZE the server announces:
+// the size of the HPACK dynamic table its decoder keeps for a
+// connection's requests (default 4096; 0 keeps it).
+func HeaderTableSize(n uint32) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.headerTableSize = n })
+}
+
+// ForceServerCodec makes the server encode and decode every call's
+// messages with codec, an old-style encoding.Codec, whatever the
+// request's content-subtype; the response's content-type still echoes the
+// request's, as in grpc-go. Without it the server picks the codec
+// registered for the request's content-subtype (encoding.RegisterCodec
+// or RegisterCodecV2), proto when there is none.
+func ForceServerCodec(codec encoding.Codec) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.codec = grpcwire.V1Codec(codec) })
+}
+
+// ForceServerCodecV2 is ForceServerCodec for an encoding.CodecV2.
+func ForceServerCodecV2(codec encoding.CodecV2) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.codec = codec })
+}
+
+// CustomCodec is ForceServerCodec for grpc-go's deprecated grpc.Codec.
+//
+// Deprecated: use ForceServerCodec or ForceServerCodecV2, as with grpc-go.
+func CustomCodec(codec grpc.Codec) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.codec = grpcwire.BytesCodec(codec, codec.String()) })
+}
+
+// InTapHandle sets a function run for each new call before anything else
+// is done for it, on the connection's reader as in grpc-go (so it must be
+// quick): it gets the method and the request's metadata, its context
+// becomes the parent of the call's, and an error answers the call with
+// the error's status (PermissionDenied for an error that is not a status)
+// without running interceptors or handler. Only one may be set.
+func InTapHandle(h tap.ServerInHandle) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) {
+		if o.inTap != nil {
+			panic("The tap handle was already set and may not be reset.")
+		}
+		o.inTap = h
+	})
+}
+
+// WaitForHandlers makes Stop wait until every method handler has
+// returned, as GracefulStop does. By default Stop returns once the
+// connections are closed, handlers possibly still running, as in grpc-go.
+func WaitForHandlers(w bool) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.waitForHandlers = w })
 }
 
 // BufferPool makes the server take read and write buffers from p.
@@ -168,12 +267,25 @@ type dialOptions struct {
 	readBufferPooling *bool
 	backoff           backoffConfig
 	perRPC            []credentials.PerRPCCredentials
+	maxHeaderListSize uint32
+	staticWindows     bool
+	bundle            credentials.Bundle
 }
 
 // WithPerRPCCredentials adds credentials whose metadata goes with every
 // call (tokens and the like).
 func WithPerRPCCredentials(c credentials.PerRPCCredentials) DialOption {
 	return dialOptionFunc(func(o *dialOptions) { o.perRPC = append(o.perRPC, c) })
+}
+
+// WithCredentialsBundle sets the connection's credentials from a bundle:
+// its transport credentials, and its per-RPC credentials (if any) after
+// those of WithPerRPCCredentials. As in grpc-go, NewClient refuses a
+// bundle together with WithTransportCredentials, or one without transport
+// credentials. Modes (Bundle.NewWithMode) are not used: leangrpc talks to
+// no load balancer.
+func WithCredentialsBundle(b credentials.Bundle) DialOption {
+	return dialOptionFunc(func(o *dialOptions) { o.bundle = b })
 }
 
 // WithTransportCredentials sets the connection's credentials;
@@ -218,14 +330,60 @@ func WithKeepaliveParams(kp keepalive.ClientParameters) DialOption {
 	return dialOptionFunc(func(o *dialOptions) { o.kp = kp })
 }
 
-// WithInitialWindowSize sets the stream receive window.
+// WithInitialWindowSize sets the stream receive window; values under
+// 64 KiB are ignored. As in grpc-go, setting a window makes the windows
+// static: they no longer grow from the measured bandwidth-delay product.
+// Without it a stream's window starts at 1 MiB (grpc-go's at 64 KiB) and
+// may grow.
 func WithInitialWindowSize(n int32) DialOption {
-	return dialOptionFunc(func(o *dialOptions) { o.initialWindow = n })
+	return dialOptionFunc(func(o *dialOptions) { o.initialWindow, o.staticWindows = n, true })
 }
 
-// WithInitialConnWindowSize sets the connection receive window.
+// WithInitialConnWindowSize sets the connection receive window; values
+// under 64 KiB are ignored. It makes the windows static, as
+// WithInitialWindowSize does. Without it the connection's window starts at
+// 16 MiB.
 func WithInitialConnWindowSize(n int32) DialOption {
-	return dialOptionFunc(func(o *dialOptions) { o.initialConnWindow = n })
+	return dialOptionFunc(func(o *dialOptions) { o.initialConnWindow, o.staticWindows = n, true })
+}
+
+// WithStaticStreamWindowSize sets the stream receive window and turns off
+// its growth from the measured bandwidth-delay product; values under
+// 64 KiB are ignored. The connection's window keeps leangrpc's default
+// (16 MiB) unless WithStaticConnWindowSize sets it; grpc-go falls back to
+// 64 KiB.
+func WithStaticStreamWindowSize(n int32) DialOption { return WithInitialWindowSize(n) }
+
+// WithStaticConnWindowSize sets the connection receive window and turns
+// off window growth, as WithStaticStreamWindowSize does for streams.
+func WithStaticConnWindowSize(n int32) DialOption { return WithInitialConnWindowSize(n) }
+
+// WithMaxHeaderListSize sets the SETTINGS_MAX_HEADER_LIST_SIZE the client
+// announces and enforces: the largest uncompressed header list (HPACK's
+// count: names, values and 32 bytes per field) the server's response
+// headers or trailers may carry. A response over it fails the call with
+// Internal, its header block decoded no further than the limit. 0 keeps
+// the default, grpc-go's 16 MiB.
+func WithMaxHeaderListSize(n uint32) DialOption {
+	return dialOptionFunc(func(o *dialOptions) { o.maxHeaderListSize = n })
+}
+
+// WithMaxMsgSize sets the largest response message, as the default call
+// option grpc.MaxCallRecvMsgSize does.
+//
+// Deprecated: use WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(n)), as
+// with grpc-go.
+func WithMaxMsgSize(n int) DialOption {
+	return WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(n))
+}
+
+// WithCodec makes every call use grpc-go's deprecated grpc.Codec, as the
+// default call option grpc.CallCustomCodec does.
+//
+// Deprecated: use WithDefaultCallOptions(grpc.ForceCodec(c)), as with
+// grpc-go.
+func WithCodec(c grpc.Codec) DialOption {
+	return WithDefaultCallOptions(grpc.CallCustomCodec(c))
 }
 
 // WithMaxFrameSize sets the SETTINGS_MAX_FRAME_SIZE the client announces:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"reflect"
 	"sync"
 	"time"
@@ -20,10 +21,13 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 )
 
-// ErrServerStopped is returned by Serve after Stop or GracefulStop.
-var ErrServerStopped = errors.New("leangrpc: the server has been stopped")
+// ErrServerStopped is returned by Serve after Stop or GracefulStop. It is
+// grpc-go's own value, so that code converted from grpc-go which compares
+// Serve's error with grpc.ErrServerStopped (or errors.Is) keeps working.
+var ErrServerStopped = grpc.ErrServerStopped
 
 // Server is a gRPC server. It implements grpc.ServiceRegistrar.
 type Server struct {
@@ -67,7 +71,7 @@ func NewServer(opts ...ServerOption) *Server {
 	if o.bufferPool != nil {
 		pool = bufpool.New(o.bufferPool)
 	}
-	s.wireCfg = grpcwire.ServerConfig{Pool: pool, MaxRecv: o.maxRecv, MaxSend: o.maxSend}
+	s.wireCfg = grpcwire.ServerConfig{Pool: pool, MaxRecv: o.maxRecv, MaxSend: o.maxSend, Codec: o.codec}
 	if o.maxConcurrentStreams == 0 {
 		// grpc-go's servers do not limit concurrent streams unless told
 		// to; a drop-in must not refuse what they accept.
@@ -79,8 +83,11 @@ func NewServer(opts ...ServerOption) *Server {
 	s.h2cfg = h2conn.Config{
 		MaxConcurrentStreams:    o.maxConcurrentStreams,
 		MaxFrameSize:            o.maxFrameSize,
-		InitialStreamWindow:     uint32(max(o.initialWindow, 0)),
-		InitialConnWindow:       uint32(max(o.initialConnWindow, 0)),
+		InitialStreamWindow:     windowSize(o.initialWindow),
+		InitialConnWindow:       windowSize(o.initialConnWindow),
+		DisableBDP:              o.staticWindows,
+		MaxHeaderListSize:       o.maxHeaderListSize,
+		HeaderTableSize:         o.headerTableSize,
 		Pool:                    pool,
 		PooledReads:             pooledReads(o.readBufferPooling),
 		PingMinTime:             o.kep.MinTime,
@@ -251,6 +258,9 @@ func (s *Server) Stop() {
 		c.Close()
 	}
 	s.connWG.Wait()
+	if s.opts.waitForHandlers {
+		s.handlers.Wait()
+	}
 }
 
 // GracefulStop stops accepting connections and streams, lets in-flight RPCs
@@ -357,7 +367,16 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 		// per connection, a compare afterwards).
 		st.Conn().RaiseMaxFrameSize(s.raiseFrame)
 	}
-	r.ss.Init(sc.context(), st, req, &s.wireCfg)
+	parent := sc.context()
+	if s.opts.inTap != nil {
+		var rej *grpcwire.Reject
+		if parent, rej = s.tap(parent, &req); rej != nil {
+			rq := req
+			go grpcwire.RejectStream(st, &rq, rej)
+			return
+		}
+	}
+	r.ss.Init(parent, st, req, &s.wireCfg)
 	if ctxKeysLearned {
 		r.ss.SetContext(r)
 	}
@@ -368,6 +387,23 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 		return
 	}
 	go r.handle()
+}
+
+// tap runs the InTapHandle on a request, as grpc-go does: on the
+// connection's reader, before anything else is done for the call, with
+// the request's method and metadata. The context it returns is the
+// parent of the call's; an error answers the call with its status
+// (PermissionDenied for an error that is not a status) and runs nothing.
+func (s *Server) tap(ctx context.Context, req *grpcwire.Request) (context.Context, *grpcwire.Reject) {
+	ctx, err := s.opts.inTap(ctx, &tap.Info{FullMethodName: req.Method, Header: req.BuildMD()})
+	if err != nil {
+		st, ok := status.FromError(err)
+		if !ok {
+			st = status.New(codes.PermissionDenied, err.Error())
+		}
+		return nil, &grpcwire.Reject{HTTPStatus: http.StatusOK, Status: st}
+	}
+	return ctx, nil
 }
 
 // unaryMethod returns the registered unary method that method names and its
@@ -569,11 +605,39 @@ type serverStream struct {
 	got    bool // single: the message was received
 }
 
-func (s *serverStream) SetHeader(md metadata.MD) error  { return s.ss.SetHeader(md) }
-func (s *serverStream) SendHeader(md metadata.MD) error { return s.ss.SendHeader(md) }
-func (s *serverStream) SetTrailer(md metadata.MD)       { s.ss.SetTrailer(md) }
-func (s *serverStream) Context() context.Context        { return s.ctx }
-func (s *serverStream) SendMsg(m any) error             { return s.ss.SendMsg(m) }
+func (s *serverStream) SetHeader(md metadata.MD) error {
+	if err := validMD(md); err != nil {
+		return err
+	}
+	return s.ss.SetHeader(md)
+}
+
+func (s *serverStream) SendHeader(md metadata.MD) error {
+	if err := validMD(md); err != nil {
+		return err
+	}
+	return s.ss.SendHeader(md)
+}
+
+// SetTrailer drops md if a field of it cannot be sent (grpc-go logs it and
+// sends the malformed field, which makes the client reset the stream).
+func (s *serverStream) SetTrailer(md metadata.MD) {
+	if validMD(md) == nil {
+		s.ss.SetTrailer(md)
+	}
+}
+
+// validMD checks metadata a handler sends, as grpc-go does: a field HTTP/2
+// cannot carry is refused with Internal.
+func validMD(md metadata.MD) error {
+	if err := grpcwire.ValidateMD(md); err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	return nil
+}
+
+func (s *serverStream) Context() context.Context { return s.ctx }
+func (s *serverStream) SendMsg(m any) error      { return s.ss.SendMsg(m) }
 
 func (s *serverStream) RecvMsg(m any) error {
 	if s.single {
@@ -610,10 +674,27 @@ func (s *serverStream) recvOne(m any) error {
 // grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer and grpc.Method.
 type transportStream rpc
 
-func (t *transportStream) Method() string                  { return t.ss.Req.Method }
-func (t *transportStream) SetHeader(md metadata.MD) error  { return t.ss.SetHeader(md) }
-func (t *transportStream) SendHeader(md metadata.MD) error { return t.ss.SendHeader(md) }
-func (t *transportStream) SetTrailer(md metadata.MD) error { return t.ss.SetTrailer(md) }
+func (t *transportStream) Method() string { return t.ss.Req.Method }
+func (t *transportStream) SetHeader(md metadata.MD) error {
+	if err := validMD(md); err != nil {
+		return err
+	}
+	return t.ss.SetHeader(md)
+}
+
+func (t *transportStream) SendHeader(md metadata.MD) error {
+	if err := validMD(md); err != nil {
+		return err
+	}
+	return t.ss.SendHeader(md)
+}
+
+func (t *transportStream) SetTrailer(md metadata.MD) error {
+	if err := validMD(md); err != nil {
+		return err
+	}
+	return t.ss.SetTrailer(md)
+}
 
 var (
 	_ grpc.ServiceRegistrar      = (*Server)(nil)

@@ -15,24 +15,6 @@ import (
 // registered later under the same name is called through its interface.
 var protoCodec = encoding.GetCodecV2("proto")
 
-// ProtoCodec returns the default codec (content-subtype "proto" or none).
-func ProtoCodec() encoding.CodecV2 { return protoCodec }
-
-// CodecFor returns the registered codec for a content-subtype, falling back
-// to proto for an unknown one as grpc-go's server does (ok is false then).
-func CodecFor(subtype string) (c encoding.CodecV2, ok bool) {
-	if subtype == "" || subtype == "proto" {
-		if c := encoding.GetCodecV2("proto"); c != nil {
-			return c, true
-		}
-		return protoCodec, true
-	}
-	if c := encoding.GetCodecV2(subtype); c != nil {
-		return c, true
-	}
-	return protoCodec, false
-}
-
 // EncodeBuffer marshals msg into one pooled buffer holding the 5-byte
 // prefix and the payload, ready for h2conn.Stream.WriteData. It returns an
 // owned buffer. With grpc-go's proto codec the message is marshaled in place

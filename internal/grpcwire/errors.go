@@ -25,6 +25,13 @@ func StreamStatusError(ctx context.Context, err error) error {
 	if ctx != nil && ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()
 	}
+	var hl *h2conn.HeaderListTooLargeError
+	if errors.As(err, &hl) {
+		// A client's request headers over the server's limit: nothing
+		// was sent. (The server side answers otherwise, see
+		// ServerStream.headerListErr.)
+		return &statusError{st: status.Newf(codes.Internal, "header list size to send violates the maximum size (%d bytes) set by server", hl.Limit), cause: err}
+	}
 	var he *h2conn.Error
 	if errors.As(err, &he) {
 		switch {

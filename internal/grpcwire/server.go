@@ -2,6 +2,7 @@ package grpcwire
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strconv"
 	"sync"
@@ -22,6 +23,10 @@ type ServerConfig struct {
 	Pool    *bufpool.Pool // nil: bufpool.Default()
 	MaxRecv int           // 0: DefaultMaxRecvMsgSize
 	MaxSend int           // 0: unlimited
+	// Codec, when set, decodes and encodes every call's messages whatever
+	// the request's content-subtype (grpc-go's ForceServerCodec); the
+	// response's content-type still echoes the request's.
+	Codec encoding.CodecV2
 }
 
 // ServerStream is the gRPC server side of one HTTP/2 stream: the request,
@@ -108,7 +113,9 @@ func (s *ServerStream) Init(parent context.Context, st *h2conn.Stream, req Reque
 	s.parser = parsers.Get().(*Parser)
 	s.parser.MaxRecv = cfg.MaxRecv
 	s.parser.Pool = s.pool
-	s.Codec, _ = CodecFor(req.ContentSubtype)
+	if s.Codec = cfg.Codec; s.Codec == nil {
+		s.Codec, _ = CodecFor(req.ContentSubtype)
+	}
 	if req.Encoding != "" {
 		s.initCompression()
 	}
@@ -263,9 +270,29 @@ func (s *ServerStream) sendHeaderHoldLocked(hold bool) error {
 	clear(fb[:])
 	fieldBufs.Put(fb)
 	if err != nil {
+		if e := s.headerListErr(err); e != nil {
+			return e
+		}
 		return StreamStatusError(s.ctx, err)
 	}
 	return nil
+}
+
+// errHeaderListTooLarge is what a handler's send of headers over the
+// client's header list limit returns, with grpc-go's code and message.
+var errHeaderListTooLarge = status.Error(codes.Unknown, "transport: trying to send header list size larger than the limit set by peer")
+
+// headerListErr answers a response header list over the client's
+// SETTINGS_MAX_HEADER_LIST_SIZE (h2conn checked it, nothing was sent) as
+// grpc-go's server does: RST_STREAM INTERNAL_ERROR, so the client sees
+// Internal and its connection lives on. It returns nil for other errors.
+func (s *ServerStream) headerListErr(err error) error {
+	var hl *h2conn.HeaderListTooLargeError
+	if !errors.As(err, &hl) {
+		return nil
+	}
+	s.st.Reset(h2frame.ErrCodeInternal)
+	return errHeaderListTooLarge
 }
 
 // SetTrailer merges md into the trailers sent with the status.
@@ -429,7 +456,11 @@ func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
 	err := s.st.WriteTrailers(fields)
 	clear(fb[:])
 	fieldBufs.Put(fb)
-	if err == nil && !recvDone {
+	if err != nil {
+		if e := s.headerListErr(err); e != nil {
+			err = e
+		}
+	} else if !recvDone {
 		select {
 		case <-s.st.Done():
 		default:

@@ -454,6 +454,10 @@ func (c *Conn) newStreamWatch(ctx context.Context, fields []hpack.HeaderField, e
 		}
 		c.mu.Lock()
 	}
+	if err := c.headerListFitsLocked(fields); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
 	s := c.newStreamLocked(c.nextID, true)
 	c.nextID += 2
 	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, endStream
@@ -651,6 +655,10 @@ func (s *Stream) writeHeadersHold(fields []hpack.HeaderField, end, hold bool) er
 	if s.headersSent && !end {
 		c.mu.Unlock()
 		return ErrTrailersMustEnd
+	}
+	if err := c.headerListFitsLocked(fields); err != nil {
+		c.mu.Unlock()
+		return err
 	}
 	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, end
 	s.sendHold, s.hold = s.hold, false

@@ -1,0 +1,96 @@
+package leangrpc
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// How a ClientConn connects: grpc-go's dial options about dialing,
+// reconnect backoff and the blocking Dial that NewClient does not have.
+
+// WithConnectParams sets the reconnect backoff (gRPC's connection-backoff
+// document: base delay, multiplier, jitter, maximum delay) and the time a
+// connection attempt may take. A zero MinConnectTimeout keeps the default
+// of 20 seconds.
+func WithConnectParams(p grpc.ConnectParams) DialOption {
+	return dialOptionFunc(func(o *dialOptions) {
+		o.backoff.base = p.Backoff.BaseDelay
+		o.backoff.multiplier = p.Backoff.Multiplier
+		o.backoff.jitter = p.Backoff.Jitter
+		o.backoff.max = p.Backoff.MaxDelay
+		if p.MinConnectTimeout > 0 {
+			o.backoff.minConnectTimeout = p.MinConnectTimeout
+		}
+	})
+}
+
+// WithBackoffConfig sets the largest reconnect delay; the rest of the
+// backoff keeps gRPC's defaults, as in grpc-go.
+//
+// Deprecated: use WithConnectParams, as with grpc-go.
+func WithBackoffConfig(b grpc.BackoffConfig) DialOption {
+	return dialOptionFunc(func(o *dialOptions) {
+		base := defaultBackoff
+		base.minConnectTimeout = o.backoff.minConnectTimeout
+		base.max = b.MaxDelay
+		o.backoff = base
+	})
+}
+
+// WithBackoffMaxDelay is WithBackoffConfig with only the largest delay.
+//
+// Deprecated: use WithConnectParams, as with grpc-go.
+func WithBackoffMaxDelay(d time.Duration) DialOption {
+	return WithBackoffConfig(grpc.BackoffConfig{MaxDelay: d})
+}
+
+// WithDialer sets the function that opens the network connection, given
+// the time left for the attempt (0: no limit), as WithContextDialer does.
+//
+// Deprecated: use WithContextDialer, as with grpc-go.
+func WithDialer(f func(string, time.Duration) (net.Conn, error)) DialOption {
+	return WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		if deadline, ok := ctx.Deadline(); ok {
+			return f(addr, time.Until(deadline))
+		}
+		return f(addr, 0)
+	})
+}
+
+// WithInsecure makes the connection plaintext, as
+// WithTransportCredentials(insecure.NewCredentials()) does.
+//
+// Deprecated: use WithTransportCredentials and insecure.NewCredentials(),
+// as with grpc-go.
+func WithInsecure() DialOption { return WithTransportCredentials(insecure.NewCredentials()) }
+
+// WithBlock is accepted and has no effect: it asks grpc-go's Dial to wait
+// for the connection, and grpc-go's NewClient ignores it too. A leangrpc
+// ClientConn connects on its first call; use grpc.WaitForReady(true) for
+// calls that should wait for it.
+//
+// Deprecated: grpc-go deprecates it (not supported by NewClient).
+func WithBlock() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
+
+// WithReturnConnectionError is accepted and has no effect, as with
+// grpc-go's NewClient (it only matters to a blocking Dial).
+//
+// Deprecated: grpc-go deprecates it (not supported by NewClient).
+func WithReturnConnectionError() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
+
+// FailOnNonTempDialError is accepted and has no effect, as with grpc-go's
+// NewClient (it only matters to a blocking Dial).
+//
+// Deprecated: grpc-go deprecates it (not supported by NewClient).
+func FailOnNonTempDialError(bool) DialOption { return dialOptionFunc(func(*dialOptions) {}) }
+
+// WithTimeout is accepted and has no effect, as with grpc-go's NewClient
+// (it bounds a blocking Dial). A connection attempt is bounded by
+// WithConnectParams' MinConnectTimeout.
+//
+// Deprecated: grpc-go deprecates it (not supported by NewClient).
+func WithTimeout(time.Duration) DialOption { return dialOptionFunc(func(*dialOptions) {}) }
