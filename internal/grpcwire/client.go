@@ -32,6 +32,21 @@ type ClientConfig struct {
 	// (h2conn.Stream.WatchCancel) instead of a context.AfterFunc, which
 	// costs allocations and a registration on the parent.
 	Unary bool
+	// Observer, when not nil, is told of the response's header blocks as
+	// the stream takes them in (stats handlers); NoMetadata must be false.
+	Observer ResponseObserver
+}
+
+// ResponseObserver is told of a call's response headers and trailers. Its
+// methods run on the goroutine that receives them (a Header, RecvMsg or
+// Recv call) and must not call back into the stream.
+type ResponseObserver interface {
+	// ResponseHeader reports the response headers' metadata and message
+	// encoding; not called for a Trailers-Only response.
+	ResponseHeader(md metadata.MD, encoding string)
+	// ResponseTrailer reports the trailers' metadata, or a Trailers-Only
+	// response's.
+	ResponseTrailer(md metadata.MD)
 }
 
 // ClientStream is the gRPC client side of one HTTP/2 stream. SendMsg and
@@ -48,6 +63,7 @@ type ClientStream struct {
 	pool    *bufpool.Pool
 	maxSend int
 	noMD    bool // ClientConfig.NoMetadata
+	obs     ResponseObserver
 
 	// hdrMu serializes the wait for the response headers; hdrDone is set
 	// once header, encoding and (for Trailers-Only) the final status are.
@@ -99,6 +115,7 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 		s = new(ClientStream)
 	}
 	s.ctx, s.codec, s.pool, s.maxSend, s.noMD, s.pooled = ctx, cfg.Codec, cfg.Pool, cfg.MaxSend, cfg.NoMetadata, cfg.Unary
+	s.obs = cfg.Observer
 	fields := AppendRequestHeaders(s.fieldBuf[:0], req)
 	var st *h2conn.Stream
 	var err error
@@ -147,19 +164,27 @@ func (s *ClientStream) Stream() *h2conn.Stream { return s.st }
 // status, as grpc-go's transport errors do: a send racing the deadline must
 // not turn into a DeadlineExceeded of its own.
 func (s *ClientStream) SendMsg(m any, last bool) error {
+	_, err := s.SendMsgSized(m, last)
+	return err
+}
+
+// SendMsgSized is SendMsg that also returns the length of the message
+// sent, without its prefix.
+func (s *ClientStream) SendMsgSized(m any, last bool) (int, error) {
 	if s.canceled() {
-		return io.EOF
+		return 0, io.EOF
 	}
 	b, err := EncodeBuffer(s.pool, s.codec, m, s.maxSend)
 	if err != nil {
 		// grpc-go ends the call with the encoding error.
 		s.st.Reset(h2frame.ErrCodeCancel)
-		return err
+		return 0, err
 	}
+	n := b.Len() - PrefixLen
 	if err := s.st.WriteData(b, last); err != nil { // takes ownership of b
-		return io.EOF
+		return 0, io.EOF
 	}
-	return nil
+	return n, nil
 }
 
 // CloseSend half-closes the request.
@@ -234,11 +259,17 @@ func (s *ClientStream) waitHeaders() {
 		}
 		if r.Status != nil {
 			s.setTrailer(r.MD)
+			if s.obs != nil && !r.Reset {
+				s.obs.ResponseTrailer(r.MD)
+			}
 			s.hdrErr = statusResult(r.Status)
 			return
 		}
 		s.header = r.MD
 		s.encoding = r.Encoding
+		if s.obs != nil {
+			s.obs.ResponseHeader(r.MD, r.Encoding)
+		}
 		return
 	}
 }
@@ -260,15 +291,23 @@ func statusResult(st *status.Status) error {
 // RecvMsg receives the next message into m. At the end of the call it
 // returns io.EOF for an OK status, else the status error.
 func (s *ClientStream) RecvMsg(m any) error {
+	_, err := s.RecvMsgSized(m)
+	return err
+}
+
+// RecvMsgSized is RecvMsg that also returns the length of the message
+// received, without its prefix.
+func (s *ClientStream) RecvMsgSized(m any) (int, error) {
 	msg, err := s.Recv()
 	if err != nil {
-		return err
+		return 0, err
 	}
+	n := msg.Data.Len()
 	if err := DecodeMessage(s.codec, msg, s.encoding, m); err != nil {
 		s.fail(err)
-		return err
+		return 0, err
 	}
-	return nil
+	return n, nil
 }
 
 // Recv returns the next raw message (the caller owns msg.Data), or the
@@ -303,6 +342,9 @@ func (s *ClientStream) Recv() (Message, error) {
 			}
 			r := parseResponse(tr, false, true, s.noMD)
 			s.setTrailer(r.MD)
+			if s.obs != nil {
+				s.obs.ResponseTrailer(r.MD)
+			}
 			return Message{}, s.end(statusResult(r.Status))
 		}
 		if n := s.parser.TakeExpect(); n > 0 {
