@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
 
@@ -99,6 +100,7 @@ type ClientConn struct {
 	pool      *bufpool.Pool
 	h2cfg     *h2conn.Config // shared by the ClientConns of one configuration; read-only
 	userAgent string
+	stats     stats.Handler // nil without WithStatsHandler options
 
 	// isClosed is closed, readable without mu. The ClientConn keeps no
 	// cancel context of its own: the dial in progress gets one (dialCancel)
@@ -175,6 +177,7 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	}
 	cc.unaryInt = chainUnaryClient(cc.opts.unaryInts)
 	cc.streamInt = chainStreamClient(cc.opts.streamInts)
+	cc.stats = combineStats(cc.opts.statsHandlers)
 	cc.pool = bufpool.Default()
 	if cc.opts.bufferPool != nil {
 		cc.pool = bufpool.New(cc.opts.bufferPool)
@@ -351,6 +354,9 @@ func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, error) {
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
+	}
+	if cc.stats != nil {
+		cc.beginConnStats(conn, nc.LocalAddr(), nc.RemoteAddr())
 	}
 	return conn, &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/stats"
 )
 
 // ServerOption configures a Server.
@@ -34,6 +35,7 @@ type serverOptions struct {
 	readBufferPooling    *bool
 	creds                credentials.TransportCredentials
 	unknownHandler       grpc.StreamHandler
+	statsHandlers        []stats.Handler
 }
 
 // UnknownServiceHandler sets a handler for calls to services and methods
@@ -168,6 +170,7 @@ type dialOptions struct {
 	readBufferPooling *bool
 	backoff           backoffConfig
 	perRPC            []credentials.PerRPCCredentials
+	statsHandlers     []stats.Handler
 }
 
 // WithPerRPCCredentials adds credentials whose metadata goes with every
