@@ -427,11 +427,14 @@ func (r *rpc) handle() {
 	}
 	ctx := r.context()
 	method := ss.Req.Method
-	service, name, ok := grpcwire.SplitMethod(method)
-	if !ok {
-		// No stats either: grpc-go refuses the name before it tags.
-		ss.Finish(status.Newf(codes.Unimplemented, "malformed method name: %q", method))
-		return
+	var service, name string
+	if r.unary == nil { // else HandleStream found the method already
+		var ok bool
+		if service, name, ok = grpcwire.SplitMethod(method); !ok {
+			// No stats either: grpc-go refuses the name before it tags.
+			ss.Finish(status.Newf(codes.Unimplemented, "malformed method name: %q", method))
+			return
+		}
 	}
 	r.stream = serverStream{ss: ss}
 	if s.stats != nil {
@@ -439,7 +442,7 @@ func (r *rpc) handle() {
 		ctx = r.stream.stats.ctx
 	}
 	r.stream.ctx = ctx
-	if r.unary != nil { // HandleStream found the method already
+	if r.unary != nil {
 		s.processUnary(ctx, &r.stream, r.info, r.unary)
 		return
 	}

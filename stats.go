@@ -18,6 +18,15 @@ import (
 // otelgrpc, Prometheus middleware, ...) with the events, the order and the
 // fields grpc-go v1.85 gives them. Without a handler the server and client
 // hold a nil stats.Handler and every report site is one nil check.
+//
+// Where leangrpc differs: InHeader's and InTrailer's WireLength (the size
+// of the header block as read, which grpc-go's reader knows) is left zero,
+// since the engine does not keep it; the client reports InHeader and
+// InTrailer when the caller takes the headers and trailers in, not when
+// they arrive (grpc-go's reader goroutine reports them as frames come, so
+// their place among the caller's events is a race there); and
+// DelayedPickComplete is reported when a call waited for a connection to
+// be dialed, leangrpc's counterpart of grpc-go's queued pick.
 
 // StatsHandler adds a stats handler to the server. Several may be added;
 // each sees every event, in the order they were added, and each Tag call
@@ -136,7 +145,7 @@ func tagServerCall(sh stats.Handler, ctx context.Context, ss *grpcwire.ServerStr
 		RemoteAddr:  remote,
 		LocalAddr:   local,
 		Compression: ss.Req.Encoding,
-		Header:      ss.IncomingMD(),
+		Header:      ss.IncomingMD().Copy(), // grpc-go's is a copy too
 	})
 	return &serverCallStats{sh: sh, ctx: ctx}
 }

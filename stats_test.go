@@ -240,7 +240,16 @@ type statsScenario struct {
 	// in both implementations: its own deadline timer, or the client's
 	// RST_STREAM (Canceled) when the client's deadline fires first.
 	ctxEnded bool
-	run      func(ctx context.Context, tc testgrpc.TestServiceClient) error
+	// serverLast is the server's last event when it is not End: grpc-go
+	// reports no Begin and no End for a method it does not know.
+	serverLast string
+	// sendRace: the server answers without reading the request, so
+	// grpc-go's client may find the stream ended when it sends; it then
+	// reports no OutPayload and, its send's io.EOF taken for success, an
+	// End without error. Its client events are compared only when its
+	// send won.
+	sendRace bool
+	run      func(ctx context.Context, cc grpc.ClientConnInterface, tc testgrpc.TestServiceClient) error
 }
 
 func withScenario(ctx context.Context, name string) context.Context {
@@ -248,18 +257,18 @@ func withScenario(ctx context.Context, name string) context.Context {
 }
 
 var statsScenarios = []statsScenario{
-	{name: "unary-ok", run: func(ctx context.Context, tc testgrpc.TestServiceClient) error {
+	{name: "unary-ok", run: func(ctx context.Context, _ grpc.ClientConnInterface, tc testgrpc.TestServiceClient) error {
 		_, err := tc.UnaryCall(withScenario(ctx, "unary-ok"), &testpb.SimpleRequest{Payload: payload(10)})
 		return err
 	}},
-	{name: "unary-error", run: func(ctx context.Context, tc testgrpc.TestServiceClient) error {
+	{name: "unary-error", run: func(ctx context.Context, _ grpc.ClientConnInterface, tc testgrpc.TestServiceClient) error {
 		_, err := tc.UnaryCall(withScenario(ctx, "unary-error"), &testpb.SimpleRequest{Payload: payload(3)})
 		if status.Code(err) != codes.NotFound {
 			return fmt.Errorf("got %v, want NotFound", err)
 		}
 		return nil
 	}},
-	{name: "client-streaming", run: func(ctx context.Context, tc testgrpc.TestServiceClient) error {
+	{name: "client-streaming", run: func(ctx context.Context, _ grpc.ClientConnInterface, tc testgrpc.TestServiceClient) error {
 		s, err := tc.StreamingInputCall(withScenario(ctx, "client-streaming"))
 		if err != nil {
 			return err
@@ -272,7 +281,7 @@ var statsScenarios = []statsScenario{
 		_, err = s.CloseAndRecv()
 		return err
 	}},
-	{name: "server-streaming", run: func(ctx context.Context, tc testgrpc.TestServiceClient) error {
+	{name: "server-streaming", run: func(ctx context.Context, _ grpc.ClientConnInterface, tc testgrpc.TestServiceClient) error {
 		s, err := tc.StreamingOutputCall(withScenario(ctx, "server-streaming"), &testpb.StreamingOutputCallRequest{
 			ResponseParameters: []*testpb.ResponseParameters{{Size: 5}, {Size: 50}, {Size: 500}},
 		})
@@ -287,7 +296,7 @@ var statsScenarios = []statsScenario{
 			}
 		}
 	}},
-	{name: "bidi", run: func(ctx context.Context, tc testgrpc.TestServiceClient) error {
+	{name: "bidi", run: func(ctx context.Context, _ grpc.ClientConnInterface, tc testgrpc.TestServiceClient) error {
 		s, err := tc.FullDuplexCall(withScenario(ctx, "bidi"))
 		if err != nil {
 			return err
@@ -306,7 +315,7 @@ var statsScenarios = []statsScenario{
 		}
 		return nil
 	}},
-	{name: "cancel", run: func(ctx context.Context, tc testgrpc.TestServiceClient) error {
+	{name: "cancel", run: func(ctx context.Context, _ grpc.ClientConnInterface, tc testgrpc.TestServiceClient) error {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		s, err := tc.FullDuplexCall(withScenario(ctx, "cancel"))
@@ -325,7 +334,14 @@ var statsScenarios = []statsScenario{
 		}
 		return nil
 	}},
-	{name: "deadline", ctxEnded: true, run: func(ctx context.Context, tc testgrpc.TestServiceClient) error {
+	{name: "unknown-method", serverLast: "OutTrailer ", sendRace: true, run: func(ctx context.Context, cc grpc.ClientConnInterface, _ testgrpc.TestServiceClient) error {
+		err := cc.Invoke(withScenario(ctx, "unknown-method"), "/grpc.testing.TestService/NoSuchMethod", &testpb.Empty{}, &testpb.Empty{})
+		if status.Code(err) != codes.Unimplemented {
+			return fmt.Errorf("got %v, want Unimplemented", err)
+		}
+		return nil
+	}},
+	{name: "deadline", ctxEnded: true, run: func(ctx context.Context, _ grpc.ClientConnInterface, tc testgrpc.TestServiceClient) error {
 		ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancel()
 		_, err := tc.UnaryCall(withScenario(ctx, "deadline"), &testpb.SimpleRequest{Payload: payload(2)})
@@ -342,13 +358,18 @@ type statsRun struct {
 	serverConns, clientConns [][]string
 }
 
-// ended reports whether every call in rpcs logged its End.
-func ended(rpcs [][]string, n int) bool {
+// ended reports whether every call in rpcs logged its last event: End,
+// or on the server the scenario's serverLast.
+func ended(rpcs [][]string, n int, server bool) bool {
 	if len(rpcs) != n {
 		return false
 	}
-	for _, l := range rpcs {
-		if !strings.HasPrefix(l[len(l)-1], "End ") {
+	for i, l := range rpcs {
+		last := "End "
+		if server && statsScenarios[i].serverLast != "" {
+			last = statsScenarios[i].serverLast
+		}
+		if !strings.HasPrefix(l[len(l)-1], last) {
 			return false
 		}
 	}
@@ -411,18 +432,18 @@ func runStatsPairing(t *testing.T, leanServer, leanClient bool) statsRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i, sc := range statsScenarios {
-		if err := sc.run(ctx, tc); err != nil {
+		if err := sc.run(ctx, cc, tc); err != nil {
 			t.Fatalf("%s: %v", sc.name, err)
 		}
 		// The server may log its End after the client has its answer:
 		// wait for it, so that the next call is the next one logged.
 		waitFor(t, sc.name+": the server's End", func() bool {
 			rpcs, _ := srvRec.snapshot()
-			return ended(rpcs, i+1)
+			return ended(rpcs, i+1, true)
 		})
 		waitFor(t, sc.name+": the client's End", func() bool {
 			rpcs, _ := cliRec.snapshot()
-			return ended(rpcs, i+1)
+			return ended(rpcs, i+1, false)
 		})
 	}
 	closeClient()
@@ -464,13 +485,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// normalizeServer makes the server's End of a call that ended with its
-// context independent of which end's timer won (see statsScenario).
+// normalizeServer makes the server's events of a call that ended with its
+// context independent of the races that decide them in grpc-go: which
+// end's timer won (the error, see statsScenario), and whether the handler,
+// returning as its context ends, wrote the status before the transport's
+// own deadline timer closed the stream (OutHeader and OutTrailer, there or
+// not). leangrpc resets the stream when the deadline passes, before the
+// handler can write, so it reports neither.
 func normalizeServer(rpcs [][]string) [][]string {
 	for i, sc := range statsScenarios {
 		if !sc.ctxEnded || i >= len(rpcs) {
 			continue
 		}
+		rpcs[i] = slices.DeleteFunc(rpcs[i], func(line string) bool {
+			return strings.HasPrefix(line, "OutHeader ") || strings.HasPrefix(line, "OutTrailer ")
+		})
 		for j, line := range rpcs[i] {
 			line = strings.Replace(line, "err=Canceled:context canceled", "err=<context ended>", 1)
 			rpcs[i][j] = strings.Replace(line, "err=DeadlineExceeded:context deadline exceeded", "err=<context ended>", 1)
@@ -499,6 +528,32 @@ func normalizeClient(i int, l []string) []string {
 		}
 	}
 	return out
+}
+
+// withoutDelayedPick drops DelayedPickComplete. grpc-go reports it when the
+// call's pick was queued, for the first call on a new ClientConn most of
+// the time but not always: whether the connection is ready by the time of
+// the pick is a race. leangrpc reports it when the call waited for a
+// connection to be dialed; checkDelayedPick checks that on its own.
+func withoutDelayedPick(l []string) []string {
+	return slices.DeleteFunc(slices.Clone(l), func(line string) bool { return line == "DelayedPickComplete" })
+}
+
+// checkDelayedPick asserts that leangrpc's client reported
+// DelayedPickComplete, right after Begin, for its first call (which dialed
+// the connection) and for no other.
+func checkDelayedPick(t *testing.T, rpcs [][]string) {
+	t.Helper()
+	for i, l := range rpcs {
+		got := slices.Index(l, "DelayedPickComplete")
+		want := -1
+		if i == 0 {
+			want = 2 // TagRPC, Begin, DelayedPickComplete
+		}
+		if got != want || slices.Contains(l[got+1:], "DelayedPickComplete") {
+			t.Errorf("call %d: DelayedPickComplete at %d, want %d:\n  %s", i, got, want, strings.Join(l, "\n  "))
+		}
+	}
 }
 
 // splitClientReads separates a client call's InHeader and InTrailer from
@@ -557,14 +612,18 @@ func TestStatsHandlerEventsMatchGRPC(t *testing.T) {
 		want := runs[[2]bool{leanServer, false}]
 		got := runs[[2]bool{leanServer, true}]
 		for i, sc := range statsScenarios {
-			gotRest, gotReads := splitClientReads(normalizeClient(i, got.clientRPCs[i]))
-			wantRest, wantReads := splitClientReads(normalizeClient(i, want.clientRPCs[i]))
+			checkClientReadOrder(t, sc.name, got.clientRPCs[i])
+			if sc.sendRace && !slices.ContainsFunc(want.clientRPCs[i], func(line string) bool { return strings.HasPrefix(line, "OutPayload ") }) {
+				continue // see sendRace
+			}
+			gotRest, gotReads := splitClientReads(withoutDelayedPick(normalizeClient(i, got.clientRPCs[i])))
+			wantRest, wantReads := splitClientReads(withoutDelayedPick(normalizeClient(i, want.clientRPCs[i])))
 			if !slices.Equal(gotRest, wantRest) || !slices.Equal(gotReads, wantReads) {
 				t.Errorf("client events of %s against a %s server:\nleangrpc:\n  %s\ngrpc-go:\n  %s", sc.name, name[leanServer],
 					strings.Join(got.clientRPCs[i], "\n  "), strings.Join(want.clientRPCs[i], "\n  "))
 			}
-			checkClientReadOrder(t, sc.name, got.clientRPCs[i])
 		}
+		checkDelayedPick(t, got.clientRPCs)
 		if !slices.EqualFunc(got.clientConns, want.clientConns, slices.Equal) {
 			t.Errorf("client connection events against a %s server: leangrpc %q, grpc-go %q", name[leanServer], got.clientConns, want.clientConns)
 		}
@@ -696,4 +755,120 @@ func startStatsEchoServer(t *testing.T, lean bool, h stats.Handler) (string, fun
 	testgrpc.RegisterTestServiceServer(s, ctxEchoService{})
 	go func() { defer close(done); s.Serve(lis) }()
 	return lis.Addr().String(), func() { s.Stop(); <-done }
+}
+
+// TestStatsHandlersRunInOrder installs two handlers on each end of a
+// leangrpc call: each event reaches the first, then the second; the
+// second's TagRPC and TagConn get the context the first returned, and the
+// events see the context the last Tag call returned.
+func TestStatsHandlersRunInOrder(t *testing.T) {
+	sockio.StartIdlePoller()
+	base := runtime.NumGoroutine()
+	log := &orderLog{}
+	first, second := &orderHandler{name: "first", log: log}, &orderHandler{name: "second", log: log}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := leangrpc.NewServer(leangrpc.StatsHandler(first), leangrpc.StatsHandler(second))
+	testgrpc.RegisterTestServiceServer(s, statsService{})
+	done := make(chan struct{})
+	go func() { defer close(done); s.Serve(lis) }()
+	cc, err := leangrpc.NewClient(lis.Addr().String(), leangrpc.WithStatsHandler(first), leangrpc.WithStatsHandler(second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testgrpc.NewTestServiceClient(cc).UnaryCall(ctxT(t), &testpb.SimpleRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	cc.Close()
+	s.Stop()
+	<-done
+	checkGoroutines(t, base) // the client's ConnEnd has been reported
+
+	// Events of the two ends, and a connection's end and a call's, may
+	// interleave: check the order per event.
+	entries := log.get()
+	next := map[string]string{} // event -> the handler due next
+	seen := map[string]bool{}
+	for _, e := range entries {
+		seen[e.event] = true
+		due := next[e.event]
+		if due == "" {
+			due = "first"
+		}
+		if e.handler != due {
+			t.Errorf("%s reached %s when %s was due", e.event, e.handler, due)
+		}
+		next[e.event] = map[string]string{"first": "second", "second": "first"}[e.handler]
+		wantTag := "second" // events see the last Tag call's context
+		if strings.HasPrefix(e.event, "Tag") {
+			wantTag = map[string]string{"first": "", "second": "first"}[e.handler]
+			if e.event == "TagRPC client=false" && e.handler == "first" {
+				wantTag = "second" // a server call's context derives from its connection's
+			}
+		}
+		if e.tag != wantTag {
+			t.Errorf("%s reached %s with the tag %q, want %q", e.event, e.handler, e.tag, wantTag)
+		}
+	}
+	for ev, due := range next {
+		if due != "first" {
+			t.Errorf("%s reached the first handler only", ev)
+		}
+	}
+	for _, ev := range []string{"TagRPC client=true", "TagRPC client=false", "TagConn client=true", "TagConn client=false",
+		"*stats.Begin client=true", "*stats.End client=false", "*stats.ConnEnd client=true", "*stats.ConnEnd client=false"} {
+		if !seen[ev] {
+			t.Errorf("no %s", ev)
+		}
+	}
+}
+
+// orderEntry is one call of a handler: the event, and the tag found in its
+// context (the name of the handler whose Tag call made it).
+type orderEntry struct{ handler, event, tag string }
+
+// orderLog records the handlers' calls in order, from any goroutine.
+type orderLog struct {
+	mu sync.Mutex
+	l  []orderEntry
+}
+
+func (o *orderLog) add(e orderEntry) { o.mu.Lock(); o.l = append(o.l, e); o.mu.Unlock() }
+func (o *orderLog) get() []orderEntry {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.l)
+}
+
+type tagKey struct{}
+
+type orderHandler struct {
+	name string
+	log  *orderLog
+}
+
+func (h *orderHandler) record(ctx context.Context, event string) {
+	tag, _ := ctx.Value(tagKey{}).(string)
+	h.log.add(orderEntry{handler: h.name, event: event, tag: tag})
+}
+
+func (h *orderHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	// Only the server's context has incoming metadata.
+	_, server := metadata.FromIncomingContext(ctx)
+	h.record(ctx, fmt.Sprintf("TagRPC client=%v", !server))
+	return context.WithValue(ctx, tagKey{}, h.name)
+}
+func (h *orderHandler) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	// Only the server's connection context has the peer.
+	_, server := peer.FromContext(ctx)
+	h.record(ctx, fmt.Sprintf("TagConn client=%v", !server))
+	return context.WithValue(ctx, tagKey{}, h.name)
+}
+func (h *orderHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	h.record(ctx, fmt.Sprintf("%T client=%v", s, s.IsClient()))
+}
+func (h *orderHandler) HandleConn(ctx context.Context, s stats.ConnStats) {
+	h.record(ctx, fmt.Sprintf("%T client=%v", s, s.IsClient()))
 }

@@ -291,18 +291,24 @@ func statusResult(st *status.Status) error {
 // RecvMsg receives the next message into m. At the end of the call it
 // returns io.EOF for an OK status, else the status error.
 func (s *ClientStream) RecvMsg(m any) error {
-	_, err := s.RecvMsgSized(m)
+	_, err := s.recvMsg(m, false)
 	return err
 }
 
 // RecvMsgSized is RecvMsg that also returns the length of the message
 // received, without its prefix.
-func (s *ClientStream) RecvMsgSized(m any) (int, error) {
+func (s *ClientStream) RecvMsgSized(m any) (int, error) { return s.recvMsg(m, true) }
+
+// recvMsg receives into m; the length is measured only when sized (an
+// interface call on the message's buffer that RecvMsg does not pay).
+func (s *ClientStream) recvMsg(m any, sized bool) (n int, err error) {
 	msg, err := s.Recv()
 	if err != nil {
 		return 0, err
 	}
-	n := msg.Data.Len()
+	if sized {
+		n = msg.Data.Len()
+	}
 	if err := DecodeMessage(s.codec, msg, s.encoding, m); err != nil {
 		s.fail(err)
 		return 0, err

@@ -340,13 +340,17 @@ func (s *ServerStream) TrailerMD() metadata.MD {
 // RecvMsg receives the next message into m; io.EOF when the client
 // half-closed after its last message.
 func (s *ServerStream) RecvMsg(m any) error {
-	_, err := s.RecvMsgSized(m)
+	_, err := s.recvMsg(m, false)
 	return err
 }
 
 // RecvMsgSized is RecvMsg that also returns the length of the message
 // received, without its prefix.
-func (s *ServerStream) RecvMsgSized(m any) (n int, err error) {
+func (s *ServerStream) RecvMsgSized(m any) (n int, err error) { return s.recvMsg(m, true) }
+
+// recvMsg receives into m; the length is measured only when sized (an
+// interface call on the message's buffer that RecvMsg does not pay).
+func (s *ServerStream) recvMsg(m any, sized bool) (n int, err error) {
 	if err := s.enterRecv(); err != nil {
 		return 0, err
 	}
@@ -357,7 +361,9 @@ func (s *ServerStream) RecvMsgSized(m any) (n int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	n = msg.Data.Len()
+	if sized {
+		n = msg.Data.Len()
+	}
 	return n, DecodeMessage(s.Codec, msg, s.Req.Encoding, m)
 }
 
