@@ -398,7 +398,7 @@ func (s *Server) unaryMethod(method string) (*serviceInfo, *grpc.MethodDesc) {
 }
 
 // rpc holds everything one call needs on the server, allocated together
-// (760 bytes, the 768-byte size class; the receive side's Parser and the
+// (768 bytes, all of its size class; the receive side's Parser and the
 // response fields' scratch come from pools for as long as they are used).
 // It is the handler's context too (see Value): its cancelable part is the
 // ServerStream's CallContext, its values the metadata, the transport
