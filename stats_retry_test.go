@@ -102,6 +102,7 @@ func refusedOnceEvents(t *testing.T, lean bool) [][]string {
 	p.WantBody(1, false)
 	p.WriteRST(1, h2frame.ErrCodeRefusedStream)
 	p.WantHeaders(3)
+	p.WantBody(3, false) // the same race, for the answer
 	p.WriteHeaders(3, false, ":status", "200", "content-type", "application/grpc")
 	p.WriteData(3, false, grpcFrame(0, nil))
 	p.WriteHeaders(3, true, "grpc-status", "0")
