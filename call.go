@@ -149,14 +149,7 @@ func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInf
 	}
 	userMD := req.MD
 	withCreds := len(cc.opts.perRPC) > 0 || ci.perRPC != nil
-	cfg := grpcwire.ClientConfig{Pool: cc.pool, Codec: ci.codec, MaxRecv: ci.maxRecv, MaxSend: ci.maxSend,
-		// A unary call shows metadata only through the Header and
-		// Trailer call options.
-		NoMetadata: hold && len(ci.headerAddrs) == 0 && len(ci.trailerAddrs) == 0,
-		// Only Invoke holds the request headers, and it waits in the
-		// stream's calls from start to end.
-		Unary:      hold,
-		Compressor: ci.comp}
+	cfg := cc.streamConfig(ci, hold)
 	for attempt := 0; ; attempt++ {
 		conn, p, err := cc.getConn(ctx, ci.waitForReady)
 		if err != nil {
@@ -183,6 +176,69 @@ func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInf
 			continue
 		}
 		return nil, nil, err
+	}
+}
+
+// streamConfig is the grpcwire configuration of a call's stream.
+func (cc *ClientConn) streamConfig(ci *callInfo, hold bool) grpcwire.ClientConfig {
+	return grpcwire.ClientConfig{Pool: cc.pool, Codec: ci.codec, MaxRecv: ci.maxRecv, MaxSend: ci.maxSend,
+		// A unary call shows metadata only through the Header and
+		// Trailer call options.
+		NoMetadata: hold && len(ci.headerAddrs) == 0 && len(ci.trailerAddrs) == 0,
+		// Only Invoke holds the request headers, and it waits in the
+		// stream's calls from start to end.
+		Unary:      hold,
+		Compressor: ci.comp}
+}
+
+// openStreamStats is openStream with a stats handler: each attempt is
+// tagged and begun before it looks for a connection, and ended when it
+// fails, as grpc-go's attempts are; the request carries the metadata of
+// the context TagRPC returned (a tracer's propagation headers). retry says
+// that an earlier attempt of the call failed unprocessed.
+func (cc *ClientConn) openStreamStats(ctx context.Context, method string, ci *callInfo, hold, clientStream, serverStream, retry bool) (*grpcwire.ClientStream, *peer.Peer, *clientCallStats, error) {
+	if err := ctx.Err(); err != nil { // before any event, as in grpc-go
+		return nil, nil, nil, status.FromContextError(err).Err()
+	}
+	cfg := cc.streamConfig(ci, hold)
+	cfg.NoMetadata = false // the handlers see the response's metadata
+	for attempt := 0; ; attempt++ {
+		cst := cc.beginClientCall(ctx, method, ci, clientStream, serverStream, retry || attempt > 0)
+		r := cc.ready.Load()
+		waited := r == nil || r.conn.IsGoingAway()
+		conn, p, err := cc.getConn(cst.ctx, ci.waitForReady)
+		if err != nil {
+			cst.end(err, nil)
+			return nil, nil, nil, err
+		}
+		if waited {
+			cst.delayedPick()
+		}
+		req, err := cc.newRequest(cst.ctx, method, ci)
+		if err == nil && (len(cc.opts.perRPC) > 0 || ci.perRPC != nil) {
+			req.MD, err = cc.perRPCMetadata(cst.ctx, &req, req.MD, ci.perRPC, p.AuthInfo)
+		}
+		if err != nil {
+			cst.end(err, nil)
+			return nil, nil, nil, err
+		}
+		cfg.Observer = cst
+		var cs *grpcwire.ClientStream
+		if hold {
+			cs, err = grpcwire.NewClientStreamHold(cst.ctx, conn, &req, cfg)
+		} else {
+			cs, err = grpcwire.NewClientStream(cst.ctx, conn, &req, cfg)
+		}
+		if err == nil {
+			cst.outHeader(cc, method, p)
+			return cs, p, cst, nil
+		}
+		cst.end(err, nil)
+		if attempt < 2 && retryable(err) {
+			cc.dropConn(conn)
+			continue
+		}
+		return nil, nil, nil, err
 	}
 }
 
@@ -213,7 +269,11 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 		}()
 	}
 	for attempt := 0; ; attempt++ {
-		err = cc.closingErr(cc.invokeOnce(ctx, method, args, reply, &ci))
+		if cc.stats != nil {
+			err = cc.invokeOnceStats(ctx, method, args, reply, &ci, attempt > 0)
+		} else {
+			err = cc.closingErr(cc.invokeOnce(ctx, method, args, reply, &ci))
+		}
 		// A stream the server never processed (refused, or above a
 		// GOAWAY's last stream id) is retried transparently, as grpc-go
 		// does.
@@ -268,6 +328,44 @@ func (cc *ClientConn) invokeOnce(ctx context.Context, method string, args, reply
 	return err
 }
 
+// invokeOnceStats is invokeOnce with a stats handler.
+func (cc *ClientConn) invokeOnceStats(ctx context.Context, method string, args, reply any, ci *callInfo, retry bool) error {
+	cs, p, cst, err := cc.openStreamStats(ctx, method, ci, true, false, false, retry)
+	if err != nil {
+		return cc.closingErr(err)
+	}
+	err = cc.closingErr(invokeStream(cs, p, cst, args, reply, ci))
+	cst.end(err, cs.Trailer())
+	ci.after(cs, p)
+	cs.Release()
+	return err
+}
+
+// invokeStream is invokeOnce's exchange on an open stream, reported to
+// cst.
+func invokeStream(cs *grpcwire.ClientStream, p *peer.Peer, cst *clientCallStats, args, reply any, ci *callInfo) error {
+	if err := cst.sendMsg(cs, args, true); err != nil && err != io.EOF {
+		cs.Abort()
+		return err
+	}
+	if err := cst.recvMsg(cs, reply); err != nil {
+		if err == io.EOF {
+			return status.Error(codes.Internal, "cardinality violation: received no response message from non-server-streaming RPC")
+		}
+		return err
+	}
+	msg, err := cs.Recv()
+	if err == nil {
+		msg.Free()
+		cs.Abort()
+		return status.Error(codes.Internal, "cardinality violation: expected <EOF> for non server-streaming RPCs, but received another message")
+	}
+	if err == io.EOF {
+		return nil
+	}
+	return err
+}
+
 // after fills the Header, Trailer and Peer call options.
 func (ci *callInfo) after(cs *grpcwire.ClientStream, p *peer.Peer) {
 	if len(ci.headerAddrs) > 0 {
@@ -299,25 +397,41 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, _ *g
 	if err != nil {
 		return nil, err
 	}
-	cs, p, err := cc.openStream(ctx, method, &ci, false)
+	var cs *grpcwire.ClientStream
+	var p *peer.Peer
+	var cst *clientCallStats
+	if cc.stats != nil {
+		cs, p, cst, err = cc.openStreamStats(ctx, method, &ci, false, desc.ClientStreams, desc.ServerStreams, false)
+	} else {
+		cs, p, err = cc.openStream(ctx, method, &ci, false)
+	}
 	if err != nil {
 		for _, f := range ci.onFinish {
 			f(err)
 		}
 		return nil, err
 	}
-	s := &clientStream{cc: cc, cs: cs, ctx: ctx, desc: desc, ci: ci, peer: p}
+	s := &clientStream{cc: cc, cs: cs, ctx: ctx, desc: desc, ci: ci, peer: p, stats: cst}
+	if cst != nil {
+		s.ctx = cst.ctx
+		// The end of a stream the caller abandons after cancelling it is
+		// reported without a further call, as grpc-go's watcher does.
+		cst.stop = context.AfterFunc(cst.ctx, func() {
+			s.finish(status.FromContextError(cst.ctx.Err()).Err())
+		})
+	}
 	return s, nil
 }
 
 // clientStream implements grpc.ClientStream over grpcwire.ClientStream.
 type clientStream struct {
-	cc   *ClientConn
-	cs   *grpcwire.ClientStream
-	ctx  context.Context
-	desc *grpc.StreamDesc
-	ci   callInfo
-	peer *peer.Peer
+	cc    *ClientConn
+	cs    *grpcwire.ClientStream
+	ctx   context.Context
+	desc  *grpc.StreamDesc
+	ci    callInfo
+	peer  *peer.Peer
+	stats *clientCallStats // nil without a stats handler
 
 	sentOne  bool // !desc.ClientStreams: the request was sent
 	recvOne  bool // !desc.ServerStreams: the response was received
@@ -353,16 +467,34 @@ func (s *clientStream) SendMsg(m any) error {
 		// call that is not client-streaming cannot be sent: the generated
 		// stubs return SendMsg's error as the call's, and RecvMsg reports
 		// the real status.
-		if err := s.cs.SendMsg(m, true); err != io.EOF {
+		if err := s.sendMsg(m, true); err != io.EOF {
 			return err
 		}
 		return nil
 	}
-	return s.cs.SendMsg(m, false)
+	return s.sendMsg(m, false)
+}
+
+func (s *clientStream) sendMsg(m any, last bool) error {
+	if s.stats == nil {
+		return s.cs.SendMsg(m, last)
+	}
+	err := s.stats.sendMsg(s.cs, m, last)
+	if err != nil && err != io.EOF {
+		s.finish(err) // a local failure (encoding) ends the call, as in grpc-go
+	}
+	return err
+}
+
+func (s *clientStream) recvMsg(m any) error {
+	if s.stats == nil {
+		return s.cs.RecvMsg(m)
+	}
+	return s.stats.recvMsg(s.cs, m)
 }
 
 func (s *clientStream) RecvMsg(m any) error {
-	err := s.cc.closingErr(s.cs.RecvMsg(m))
+	err := s.cc.closingErr(s.recvMsg(m))
 	if err == nil && !s.desc.ServerStreams {
 		// A unary response: the status must follow.
 		s.recvOne = true
@@ -394,6 +526,9 @@ func (s *clientStream) RecvMsg(m any) error {
 
 func (s *clientStream) finish(err error) {
 	s.doneOnce.Do(func() {
+		if s.stats != nil {
+			s.stats.end(err, s.cs.Trailer())
+		}
 		s.ci.after(s.cs, s.peer)
 		for _, f := range s.ci.onFinish {
 			f(err)

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
 
@@ -104,6 +105,7 @@ type ClientConn struct {
 	// compressors registered in grpc-go's registry when the ClientConn was
 	// made (they register at init), as grpc-go's transport computes it.
 	acceptEncoding string
+	stats          stats.Handler // nil without WithStatsHandler options
 
 	// isClosed is closed, readable without mu. The ClientConn keeps no
 	// cancel context of its own: the dial in progress gets one (dialCancel)
@@ -196,6 +198,7 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	}
 	cc.unaryInt = chainUnaryClient(cc.opts.unaryInts)
 	cc.streamInt = chainStreamClient(cc.opts.streamInts)
+	cc.stats = combineStats(cc.opts.statsHandlers)
 	cc.pool = bufpool.Default()
 	if cc.opts.bufferPool != nil {
 		cc.pool = bufpool.New(cc.opts.bufferPool)
@@ -378,6 +381,9 @@ func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, error) {
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
+	}
+	if cc.stats != nil {
+		cc.beginConnStats(conn, nc.LocalAddr(), nc.RemoteAddr())
 	}
 	return conn, &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}, nil
 }

@@ -20,6 +20,11 @@
 // accept only grpc-go's own server stream (leangrpc's call grpc-go's on a
 // grpc-go server, so code can use them on both).
 //
+// Stats handlers (grpc-go's stats.Handler: OpenTelemetry's otelgrpc,
+// metrics middleware) are installed with StatsHandler and WithStatsHandler
+// and receive the events grpc-go gives them, in its order and with its
+// fields (see stats.go for the few differences, and examples/otel).
+//
 // Client interceptors receive a nil *grpc.ClientConn, since that concrete
 // type cannot be built outside grpc-go; everything else they receive is as
 // grpc-go passes it.

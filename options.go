@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/tap"
 )
 
@@ -43,6 +44,7 @@ type serverOptions struct {
 	staticWindows        bool
 	waitForHandlers      bool
 	inTap                tap.ServerInHandle
+	statsHandlers        []stats.Handler
 }
 
 // UnknownServiceHandler sets a handler for calls to services and methods
@@ -270,6 +272,7 @@ type dialOptions struct {
 	maxHeaderListSize uint32
 	staticWindows     bool
 	bundle            credentials.Bundle
+	statsHandlers     []stats.Handler
 }
 
 // WithPerRPCCredentials adds credentials whose metadata goes with every

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 )
@@ -34,6 +35,7 @@ type Server struct {
 	opts     serverOptions
 	unaryInt grpc.UnaryServerInterceptor
 	strInt   grpc.StreamServerInterceptor
+	stats    stats.Handler // nil without StatsHandler options
 	wireCfg  grpcwire.ServerConfig
 	h2cfg    h2conn.Config
 	// raiseFrame is the SETTINGS_MAX_FRAME_SIZE a connection announces
@@ -67,6 +69,7 @@ func NewServer(opts ...ServerOption) *Server {
 	o := &s.opts
 	s.unaryInt = chainUnaryServer(o.unaryInts)
 	s.strInt = chainStreamServer(o.streamInts)
+	s.stats = combineStats(o.statsHandlers)
 	pool := bufpool.Default()
 	if o.bufferPool != nil {
 		pool = bufpool.New(o.bufferPool)
@@ -226,6 +229,9 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	s.conns[conn] = struct{}{}
 	s.mu.Unlock()
+	if s.stats != nil {
+		sc.beginConnStats(s.stats)
+	}
 	conn.ServeAsync(nil) // sc.ConnEnded runs at the end
 }
 
@@ -233,6 +239,9 @@ func (s *Server) serveConn(nc net.Conn) {
 // no closure per connection).
 func (sc *serverConn) ConnEnded(conn *h2conn.Conn) {
 	s := sc.srv
+	if sc.stats != nil {
+		s.stats.HandleConn(sc.stats.ctx, &stats.ConnEnd{})
+	}
 	s.mu.Lock()
 	delete(s.conns, conn)
 	s.mu.Unlock()
@@ -292,8 +301,9 @@ func (s *Server) GracefulStop() {
 // The serverConn is that context itself (see Value), so that it costs no
 // allocation of its own.
 type serverConn struct {
-	srv  *Server
-	peer peer.Peer // in the same allocation as the serverConn
+	srv   *Server
+	peer  peer.Peer  // in the same allocation as the serverConn
+	stats *connStats // with a stats handler: the context TagConn returned
 }
 
 // peerCtxKey is the key under which grpc-go's peer package looks for the
@@ -330,6 +340,9 @@ func (p *keyProbe) Value(key any) any {
 
 // context returns the connection's context.
 func (sc *serverConn) context() context.Context {
+	if sc.stats != nil {
+		return sc.stats.ctx
+	}
 	if peerCtxKey == nil {
 		return peer.NewContext(context.Background(), &sc.peer)
 	}
@@ -421,7 +434,7 @@ func (s *Server) unaryMethod(method string) (*serviceInfo, *grpc.MethodDesc) {
 }
 
 // rpc holds everything one call needs on the server, allocated together
-// (760 bytes, the 768-byte size class; the receive side's Parser and the
+// (768 bytes, all of its size class; the receive side's Parser and the
 // response fields' scratch come from pools for as long as they are used).
 // It is the handler's context too (see Value): its cancelable part is the
 // ServerStream's CallContext, its values the metadata, the transport
@@ -444,20 +457,29 @@ func (r *rpc) handle() {
 	ss := &r.ss
 	if ss.Expired() {
 		// A grpc-timeout already over: grpc-go answers at once, without
-		// running the handler.
+		// running the handler or telling stats handlers.
 		ss.Finish(statusDeadline)
 		return
 	}
 	ctx := r.context()
-	r.stream = serverStream{ss: ss, ctx: ctx}
-	if r.unary != nil { // HandleStream found the method already
-		s.processUnary(ctx, &r.stream, r.info, r.unary)
-		return
-	}
 	method := ss.Req.Method
-	service, name, ok := grpcwire.SplitMethod(method)
-	if !ok {
-		ss.Finish(status.Newf(codes.Unimplemented, "malformed method name: %q", method))
+	var service, name string
+	if r.unary == nil { // else HandleStream found the method already
+		var ok bool
+		if service, name, ok = grpcwire.SplitMethod(method); !ok {
+			// No stats either: grpc-go refuses the name before it tags.
+			ss.Finish(status.Newf(codes.Unimplemented, "malformed method name: %q", method))
+			return
+		}
+	}
+	r.stream = serverStream{ss: ss}
+	if s.stats != nil {
+		r.stream.stats = tagServerCall(s.stats, ctx, ss)
+		ctx = r.stream.stats.ctx
+	}
+	r.stream.ctx = ctx
+	if r.unary != nil {
+		s.processUnary(ctx, &r.stream, r.info, r.unary)
 		return
 	}
 
@@ -481,10 +503,10 @@ func (r *rpc) handle() {
 		return
 	}
 	if info != nil {
-		ss.Finish(status.Newf(codes.Unimplemented, "unknown method %v for service %v", name, service))
+		r.stream.finish(status.Newf(codes.Unimplemented, "unknown method %v for service %v", name, service))
 		return
 	}
-	ss.Finish(status.Newf(codes.Unimplemented, "unknown service %v", service))
+	r.stream.finish(status.Newf(codes.Unimplemented, "unknown service %v", service))
 }
 
 // context returns the handler's context: the rpc itself, unless grpc-go's
@@ -554,16 +576,21 @@ func (s *Server) processUnary(ctx context.Context, stream *serverStream, info *s
 	if ss.Req.Encoding != "" && unknownEncoding(ss) {
 		return
 	}
+	if stream.stats != nil {
+		// grpc-go runs a unary method as a stream that is neither
+		// client- nor server-streaming.
+		stream.stats.beginCall(false, false)
+	}
 	reply, err := md.Handler(info.impl, ctx, stream.recvOne, s.unaryInt)
 	if err != nil {
-		ss.Finish(appStatus(err))
+		stream.finish(appStatus(err))
 		return
 	}
-	if err := ss.SendLastMsg(reply); err != nil {
-		ss.Finish(appStatus(err))
+	if err := stream.sendLast(reply); err != nil {
+		stream.finish(appStatus(err))
 		return
 	}
-	ss.Finish(statusOK)
+	stream.finish(statusOK)
 }
 
 var (
@@ -582,6 +609,9 @@ func (s *Server) processStream(stream *serverStream, info *serviceInfo, sd *grpc
 	if info != nil {
 		impl = info.impl
 	}
+	if stream.stats != nil {
+		stream.stats.beginCall(sd.ClientStreams, sd.ServerStreams)
+	}
 	var err error
 	if s.strInt != nil {
 		err = s.strInt(impl, stream, &grpc.StreamServerInfo{
@@ -591,18 +621,19 @@ func (s *Server) processStream(stream *serverStream, info *serviceInfo, sd *grpc
 		err = sd.Handler(impl, stream)
 	}
 	if err != nil {
-		ss.Finish(appStatus(err))
+		stream.finish(appStatus(err))
 		return
 	}
-	ss.Finish(statusOK)
+	stream.finish(statusOK)
 }
 
 // serverStream implements grpc.ServerStream over grpcwire.ServerStream.
 type serverStream struct {
 	ss     *grpcwire.ServerStream
 	ctx    context.Context
-	single bool // the client sends exactly one message (not client-streaming)
-	got    bool // single: the message was received
+	stats  *serverCallStats // nil without a stats handler
+	single bool             // the client sends exactly one message (not client-streaming)
+	got    bool             // single: the message was received
 }
 
 func (s *serverStream) SetHeader(md metadata.MD) error {
@@ -615,6 +646,9 @@ func (s *serverStream) SetHeader(md metadata.MD) error {
 func (s *serverStream) SendHeader(md metadata.MD) error {
 	if err := validMD(md); err != nil {
 		return err
+	}
+	if s.stats != nil {
+		return s.stats.sendHeader(s.ss, md)
 	}
 	return s.ss.SendHeader(md)
 }
@@ -637,7 +671,38 @@ func validMD(md metadata.MD) error {
 }
 
 func (s *serverStream) Context() context.Context { return s.ctx }
-func (s *serverStream) SendMsg(m any) error      { return s.ss.SendMsg(m) }
+
+func (s *serverStream) SendMsg(m any) error {
+	if s.stats != nil {
+		return s.stats.sendMsg(s.ss, m, false)
+	}
+	return s.ss.SendMsg(m)
+}
+
+// sendLast sends a unary response, which the status follows at once.
+func (s *serverStream) sendLast(m any) error {
+	if s.stats != nil {
+		return s.stats.sendMsg(s.ss, m, true)
+	}
+	return s.ss.SendLastMsg(m)
+}
+
+// finish ends the call with st.
+func (s *serverStream) finish(st *status.Status) {
+	if s.stats != nil {
+		s.stats.finish(s.ss, st)
+		return
+	}
+	s.ss.Finish(st)
+}
+
+// recvMsg receives the next message into m.
+func (s *serverStream) recvMsg(m any) error {
+	if s.stats != nil {
+		return s.stats.recvMsg(s.ss, m)
+	}
+	return s.ss.RecvMsg(m)
+}
 
 func (s *serverStream) RecvMsg(m any) error {
 	if s.single {
@@ -646,7 +711,7 @@ func (s *serverStream) RecvMsg(m any) error {
 		}
 		return s.recvOne(m)
 	}
-	return s.ss.RecvMsg(m)
+	return s.recvMsg(m)
 }
 
 // recvOne receives the one request message of an RPC that is not
@@ -654,7 +719,7 @@ func (s *serverStream) RecvMsg(m any) error {
 // second one.
 func (s *serverStream) recvOne(m any) error {
 	s.got = true
-	if err := s.ss.RecvMsg(m); err != nil {
+	if err := s.recvMsg(m); err != nil {
 		if err == io.EOF {
 			return status.Error(codes.Internal, "cardinality violation: received no request message from non-client-streaming RPC")
 		}
@@ -683,10 +748,8 @@ func (t *transportStream) SetHeader(md metadata.MD) error {
 }
 
 func (t *transportStream) SendHeader(md metadata.MD) error {
-	if err := validMD(md); err != nil {
-		return err
-	}
-	return t.ss.SendHeader(md)
+	// Through the call's serverStream: its stats handler sees the headers.
+	return t.stream.SendHeader(md)
 }
 
 func (t *transportStream) SetTrailer(md metadata.MD) error {

@@ -35,6 +35,21 @@ type ClientConfig struct {
 	// Compressor compresses the request messages; nil sends them as
 	// they are. The request's Encoding must name it.
 	Compressor encoding.Compressor
+	// Observer, when not nil, is told of the response's header blocks as
+	// the stream takes them in (stats handlers); NoMetadata must be false.
+	Observer ResponseObserver
+}
+
+// ResponseObserver is told of a call's response headers and trailers. Its
+// methods run on the goroutine that receives them (a Header, RecvMsg or
+// Recv call) and must not call back into the stream.
+type ResponseObserver interface {
+	// ResponseHeader reports the response headers' metadata and message
+	// encoding; not called for a Trailers-Only response.
+	ResponseHeader(md metadata.MD, encoding string)
+	// ResponseTrailer reports the trailers' metadata, or a Trailers-Only
+	// response's.
+	ResponseTrailer(md metadata.MD)
 }
 
 // ClientStream is the gRPC client side of one HTTP/2 stream. SendMsg and
@@ -52,6 +67,7 @@ type ClientStream struct {
 	pool    *bufpool.Pool
 	maxSend int
 	noMD    bool // ClientConfig.NoMetadata
+	obs     ResponseObserver
 
 	// hdrMu serializes the wait for the response headers; hdrDone is set
 	// once header, the parser's encoding and (for Trailers-Only) the final
@@ -104,6 +120,7 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	}
 	s.ctx, s.codec, s.pool, s.maxSend, s.noMD, s.pooled = ctx, cfg.Codec, cfg.Pool, cfg.MaxSend, cfg.NoMetadata, cfg.Unary
 	s.comp = cfg.Compressor
+	s.obs = cfg.Observer
 	fields := AppendRequestHeaders(s.fieldBuf[:0], req)
 	var st *h2conn.Stream
 	var err error
@@ -152,8 +169,15 @@ func (s *ClientStream) Stream() *h2conn.Stream { return s.st }
 // status, as grpc-go's transport errors do: a send racing the deadline must
 // not turn into a DeadlineExceeded of its own.
 func (s *ClientStream) SendMsg(m any, last bool) error {
+	_, err := s.SendMsgSized(m, last)
+	return err
+}
+
+// SendMsgSized is SendMsg that also returns the length of the message
+// sent, without its prefix.
+func (s *ClientStream) SendMsgSized(m any, last bool) (int, error) {
 	if s.canceled() {
-		return io.EOF
+		return 0, io.EOF
 	}
 	var b *bufpool.Buffer
 	var err error
@@ -165,12 +189,13 @@ func (s *ClientStream) SendMsg(m any, last bool) error {
 	if err != nil {
 		// grpc-go ends the call with the encoding error.
 		s.st.Reset(h2frame.ErrCodeCancel)
-		return err
+		return 0, err
 	}
+	n := b.Len() - PrefixLen
 	if err := s.st.WriteData(b, last); err != nil { // takes ownership of b
-		return io.EOF
+		return 0, io.EOF
 	}
-	return nil
+	return n, nil
 }
 
 // CloseSend half-closes the request.
@@ -245,6 +270,9 @@ func (s *ClientStream) waitHeaders() {
 		}
 		if r.Status != nil {
 			s.setTrailer(r.MD)
+			if s.obs != nil && !r.Reset {
+				s.obs.ResponseTrailer(r.MD)
+			}
 			s.hdrErr = statusResult(r.Status)
 			return
 		}
@@ -253,6 +281,9 @@ func (s *ClientStream) waitHeaders() {
 			// The receiving goroutine reads the parser's encoding
 			// only after hdrDone, which is stored after this.
 			s.parser.SetEncoding(r.Encoding)
+		}
+		if s.obs != nil {
+			s.obs.ResponseHeader(r.MD, r.Encoding)
 		}
 		return
 	}
@@ -275,15 +306,29 @@ func statusResult(st *status.Status) error {
 // RecvMsg receives the next message into m. At the end of the call it
 // returns io.EOF for an OK status, else the status error.
 func (s *ClientStream) RecvMsg(m any) error {
+	_, err := s.recvMsg(m, false)
+	return err
+}
+
+// RecvMsgSized is RecvMsg that also returns the length of the message
+// received, without its prefix.
+func (s *ClientStream) RecvMsgSized(m any) (int, error) { return s.recvMsg(m, true) }
+
+// recvMsg receives into m; the length is measured only when sized (an
+// interface call on the message's buffer that RecvMsg does not pay).
+func (s *ClientStream) recvMsg(m any, sized bool) (n int, err error) {
 	msg, err := s.Recv()
 	if err != nil {
-		return err
+		return 0, err
+	}
+	if sized {
+		n = msg.Data.Len()
 	}
 	if err := DecodeMessage(s.codec, msg, m); err != nil {
 		s.fail(err)
-		return err
+		return 0, err
 	}
-	return nil
+	return n, nil
 }
 
 // Recv returns the next raw message (the caller owns msg.Data), or the
@@ -318,6 +363,9 @@ func (s *ClientStream) Recv() (Message, error) {
 			}
 			r := parseResponse(tr, false, true, s.noMD)
 			s.setTrailer(r.MD)
+			if s.obs != nil {
+				s.obs.ResponseTrailer(r.MD)
+			}
 			return Message{}, s.end(statusResult(r.Status))
 		}
 		if n := s.parser.TakeExpect(); n > 0 {

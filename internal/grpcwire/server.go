@@ -45,15 +45,17 @@ type ServerStream struct {
 	// Ctx is the handler context's cancelable part (see CallContext).
 	Ctx CallContext
 
-	mdOnce sync.Once
-	md     metadata.MD // built by IncomingMD from Req's pairs
-
 	// Receive side, owned by the goroutine calling RecvMsg. The parser
 	// comes from parsers at Init and goes back when st is released, so
 	// that it is not part of every call's allocation; nil after.
 	parser  *Parser
-	recvEOF bool
 	recvErr error
+	recvEOF bool
+
+	// mdOnce follows recvEOF to use the bytes after it: the per-call rpc
+	// that holds a ServerStream fills its allocation size class exactly.
+	mdOnce sync.Once
+	md     metadata.MD // built by IncomingMD from Req's pairs
 
 	mu         sync.Mutex // guards the fields below
 	header     metadata.MD
@@ -308,29 +310,43 @@ func (s *ServerStream) SetTrailer(md metadata.MD) error {
 
 // SendMsg sends one message, sending the response headers first if they
 // were not (in the same syscall).
-func (s *ServerStream) SendMsg(m any) error { return s.sendMsg(m, false) }
+func (s *ServerStream) SendMsg(m any) error {
+	_, _, err := s.sendMsg(m, false)
+	return err
+}
 
 // SendLastMsg is SendMsg for a message that Finish follows at once (a
 // unary response): headers, message and trailers leave in one syscall.
-func (s *ServerStream) SendLastMsg(m any) error { return s.sendMsg(m, true) }
+func (s *ServerStream) SendLastMsg(m any) error {
+	_, _, err := s.sendMsg(m, true)
+	return err
+}
 
-func (s *ServerStream) sendMsg(m any, last bool) error {
+// SendMsgSized is SendMsg (SendLastMsg when last) for a caller that
+// reports what went out (stats handlers): n is the length of the encoded
+// message without its prefix (compressed, when it is), and sentHeader
+// says that this call sent the response headers ahead of it.
+func (s *ServerStream) SendMsgSized(m any, last bool) (n int, sentHeader bool, err error) {
+	return s.sendMsg(m, last)
+}
+
+func (s *ServerStream) sendMsg(m any, last bool) (n int, sentHeader bool, err error) {
 	c := s.comp
 	var b *bufpool.Buffer
-	var err error
 	if c == nil || c.comp == nil {
 		b, err = EncodeBuffer(s.pool, s.Codec, m, s.maxSend)
 	} else {
 		b, err = EncodeCompressed(s.pool, s.Codec, c.comp, m, s.maxSend)
 	}
 	if err != nil {
-		return err
+		return 0, false, err
 	}
+	n = b.Len() - PrefixLen
 	s.mu.Lock()
 	if err := s.enterLocked(false); err != nil {
 		s.mu.Unlock()
 		b.Free()
-		return err
+		return 0, false, err
 	}
 	if !s.headerSent {
 		// The headers name the compressor the message was compressed
@@ -342,8 +358,9 @@ func (s *ServerStream) sendMsg(m any, last bool) error {
 			s.mu.Unlock()
 			b.Free()
 			s.leave(false)
-			return err
+			return 0, false, err
 		}
+		sentHeader = true
 	}
 	s.mu.Unlock()
 	if last {
@@ -353,25 +370,54 @@ func (s *ServerStream) sendMsg(m any, last bool) error {
 	}
 	s.leave(false)
 	if err != nil {
-		return StreamStatusError(s.ctx, err)
+		return 0, sentHeader, StreamStatusError(s.ctx, err)
 	}
-	return nil
+	return n, sentHeader, nil
+}
+
+// HeaderMD returns a copy of the response header metadata set or sent so
+// far (what a stats handler's OutHeader shows).
+func (s *ServerStream) HeaderMD() metadata.MD {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.header.Copy()
+}
+
+// TrailerMD returns a copy of the trailer metadata set so far.
+func (s *ServerStream) TrailerMD() metadata.MD {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.trailer.Copy()
 }
 
 // RecvMsg receives the next message into m; io.EOF when the client
 // half-closed after its last message.
 func (s *ServerStream) RecvMsg(m any) error {
+	_, err := s.recvMsg(m, false)
+	return err
+}
+
+// RecvMsgSized is RecvMsg that also returns the length of the message
+// received, without its prefix.
+func (s *ServerStream) RecvMsgSized(m any) (n int, err error) { return s.recvMsg(m, true) }
+
+// recvMsg receives into m; the length is measured only when sized (an
+// interface call on the message's buffer that RecvMsg does not pay).
+func (s *ServerStream) recvMsg(m any, sized bool) (n int, err error) {
 	if err := s.enterRecv(); err != nil {
-		return err
+		return 0, err
 	}
 	// A user until the message is decoded: it may be a view into the
 	// parser, which the last user's leave gives back.
 	defer s.leave(true)
 	msg, err := s.recvEntered()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return DecodeMessage(s.Codec, msg, m)
+	if sized {
+		n = msg.Data.Len()
+	}
+	return n, DecodeMessage(s.Codec, msg, m)
 }
 
 // enterRecv registers the caller as a receiving user (see leave), or
@@ -437,10 +483,31 @@ func (s *ServerStream) Finish(st *status.Status) error {
 // FinishHTTP is Finish with an HTTP status for a Trailers-Only response
 // (0 means 200).
 func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
+	_, _, err := s.finish(st, httpStatus)
+	return err
+}
+
+// FinishSized is Finish for a caller that reports what went out (stats
+// handlers): sentHeader says that this call sent response headers of their
+// own (header metadata was set and no message went out), sentStatus that
+// it wrote the status, which it does not when the call had finished or the
+// stream had ended (a reset, the deadline).
+func (s *ServerStream) FinishSized(st *status.Status) (sentHeader, sentStatus bool, err error) {
+	return s.finish(st, 0)
+}
+
+func (s *ServerStream) finish(st *status.Status, httpStatus int) (sentHeader, sentStatus bool, err error) {
 	s.mu.Lock()
 	if s.finished {
 		s.mu.Unlock()
-		return nil
+		return false, false, nil
+	}
+	if !s.headerSent && len(s.header) > 0 && httpStatus == 0 {
+		// Header metadata set with no message sent: it goes in HEADERS of
+		// its own ahead of the trailers, as grpc-go sends it, rather than
+		// being lost in a Trailers-Only response. A failure shows in the
+		// trailers' write below.
+		sentHeader = s.sendHeaderLocked() == nil
 	}
 	s.finished = true
 	s.users++ // this call is a user of st until its leave
@@ -453,7 +520,7 @@ func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
 	s.mu.Unlock()
 	// The deadline watcher checks finished under mu, so it does not
 	// reset st once it is released.
-	err := s.st.WriteTrailers(fields)
+	err = s.st.WriteTrailers(fields)
 	clear(fb[:])
 	fieldBufs.Put(fb)
 	if err != nil {
@@ -470,9 +537,9 @@ func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
 	s.Ctx.cancel(context.Canceled)
 	s.leave(false)
 	if err != nil {
-		return StreamStatusError(s.ctx, err)
+		return sentHeader, false, StreamStatusError(s.ctx, err)
 	}
-	return nil
+	return sentHeader, true, nil
 }
 
 // RejectStream answers a request ParseRequest refused: RST_STREAM; a plain
