@@ -1,0 +1,295 @@
+package leangrpc_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"testing"
+
+	"github.com/leangrpc/leangrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials/local"
+	"google.golang.org/grpc/interop"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// This file runs calls under each kind of transport credentials through
+// both stacks and compares what each side learns about its peer with what
+// grpc-go reports in the same place.
+
+// grpcgoPair is grpc-go on both sides, the reference the pairs with
+// leangrpc are compared with.
+var grpcgoPair = pair{name: "grpc-grpc"}
+
+// credsSetup is the credentials of one run: nil server credentials serve
+// without any, as a server built without a Creds option does.
+type credsSetup struct {
+	server, client credentials.TransportCredentials
+	dialOpts       []leangrpc.DialOption
+	grpcDialOpts   []grpc.DialOption
+}
+
+// peerSeen is what a handler found in peer.FromContext for one call.
+type peerSeen struct {
+	p  *peer.Peer
+	ok bool
+}
+
+// credsEnv is a server of one stack with credentials and a client of one
+// stack dialing it; each call's handler reports its peer on seen.
+type credsEnv struct {
+	tc   testgrpc.TestServiceClient
+	addr string
+	seen chan peerSeen
+}
+
+// startCredsEnv starts the server and client of p under cs. Both stop at
+// the end of t.
+func startCredsEnv(t *testing.T, p pair, cs credsSetup) *credsEnv {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &credsEnv{addr: lis.Addr().String(), seen: make(chan peerSeen, 8)}
+	record := func(ctx context.Context) {
+		pr, ok := peer.FromContext(ctx)
+		select {
+		case e.seen <- peerSeen{pr, ok}:
+		default:
+		}
+	}
+	unary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		record(ctx)
+		return h(ctx, req)
+	}
+	stream := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		record(ss.Context())
+		return h(srv, ss)
+	}
+	done := make(chan struct{})
+	var stop func()
+	if p.leanServer {
+		opts := []leangrpc.ServerOption{leangrpc.UnaryInterceptor(unary), leangrpc.StreamInterceptor(stream)}
+		if cs.server != nil {
+			opts = append(opts, leangrpc.Creds(cs.server))
+		}
+		s := leangrpc.NewServer(opts...)
+		testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
+		go func() { defer close(done); s.Serve(lis) }()
+		stop = s.Stop
+	} else {
+		opts := []grpc.ServerOption{grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream)}
+		if cs.server != nil {
+			opts = append(opts, grpc.Creds(cs.server))
+		}
+		s := grpc.NewServer(opts...)
+		testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
+		go func() { defer close(done); s.Serve(lis) }()
+		stop = s.Stop
+	}
+	t.Cleanup(func() { stop(); <-done })
+
+	target := e.addr
+	var cc grpc.ClientConnInterface
+	if p.leanClient {
+		c, err := leangrpc.NewClient(target, append([]leangrpc.DialOption{leangrpc.WithTransportCredentials(cs.client)}, cs.dialOpts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cc = c
+	} else {
+		c, err := grpc.NewClient(target, append([]grpc.DialOption{grpc.WithTransportCredentials(cs.client)}, cs.grpcDialOpts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cc = c
+	}
+	e.tc = testgrpc.NewTestServiceClient(cc)
+	return e
+}
+
+// peerView is the part of a peer.Peer that does not change from run to
+// run, for comparison between stacks.
+type peerView struct {
+	Found        bool
+	AddrNet      string
+	HasLocalAddr bool
+	AuthType     string // "" when AuthInfo is nil
+	AuthGoType   string
+	Level        credentials.SecurityLevel
+	// From a credentials.TLSInfo only.
+	HandshakeComplete bool
+	Version           uint16
+	ALPN              string
+	ServerName        string
+	PeerCerts         []string // subject common names
+	VerifiedChains    [][]string
+}
+
+func viewPeer(p *peer.Peer, ok bool) peerView {
+	v := peerView{Found: ok && p != nil}
+	if !v.Found {
+		return v
+	}
+	if p.Addr != nil {
+		v.AddrNet = p.Addr.Network()
+	}
+	v.HasLocalAddr = p.LocalAddr != nil
+	if p.AuthInfo == nil {
+		return v
+	}
+	v.AuthType = p.AuthInfo.AuthType()
+	v.AuthGoType = fmt.Sprintf("%T", p.AuthInfo)
+	if ci, ok := p.AuthInfo.(interface {
+		GetCommonAuthInfo() credentials.CommonAuthInfo
+	}); ok {
+		v.Level = ci.GetCommonAuthInfo().SecurityLevel
+	}
+	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+		st := ti.State
+		v.HandshakeComplete = st.HandshakeComplete
+		v.Version = st.Version
+		v.ALPN = st.NegotiatedProtocol
+		v.ServerName = st.ServerName
+		for _, c := range st.PeerCertificates {
+			v.PeerCerts = append(v.PeerCerts, c.Subject.CommonName)
+		}
+		for _, chain := range st.VerifiedChains {
+			var names []string
+			for _, c := range chain {
+				names = append(names, c.Subject.CommonName)
+			}
+			v.VerifiedChains = append(v.VerifiedChains, names)
+		}
+	}
+	return v
+}
+
+// credsObservation is what both ends saw of each other in one unary and
+// one streaming call.
+type credsObservation struct {
+	// The calls' status codes. Their messages are kept apart from the
+	// comparison: what a failed connection reports first is a race
+	// (the peer's alert read, or a write into the closed socket).
+	UnaryCode, StreamCode     codes.Code
+	unaryMsg, streamMsg       string
+	ServerUnary, ServerStream peerView
+	ClientUnary, ClientStream peerView
+}
+
+// withoutMessages returns o with the status messages cleared.
+func (o credsObservation) withoutMessages() credsObservation {
+	o.unaryMsg, o.streamMsg = "", ""
+	return o
+}
+
+// observeCreds makes a unary and a streaming call under cs between the
+// stacks of p and reports what each side saw.
+func observeCreds(t *testing.T, p pair, cs credsSetup) credsObservation {
+	t.Helper()
+	e := startCredsEnv(t, p, cs)
+	var o credsObservation
+	var cp peer.Peer
+	_, err := e.tc.UnaryCall(ctxT(t), &testpb.SimpleRequest{ResponseSize: 10, Payload: payload(10)}, grpc.Peer(&cp))
+	o.UnaryCode, o.unaryMsg = status.Code(err), status.Convert(err).Message()
+	if err == nil {
+		o.ClientUnary = viewPeer(&cp, true)
+		s := <-e.seen
+		o.ServerUnary = viewPeer(s.p, s.ok)
+	}
+	var sp peer.Peer
+	st, err := e.tc.FullDuplexCall(ctxT(t), grpc.Peer(&sp))
+	if err == nil {
+		err = st.Send(&testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: 10}}})
+		if err == nil || err == io.EOF { // io.EOF: the status comes from Recv
+			_, err = st.Recv()
+		}
+		if err == nil {
+			st.CloseSend()
+			if _, err = st.Recv(); err == io.EOF {
+				err = nil
+			}
+		}
+	}
+	o.StreamCode, o.streamMsg = status.Code(err), status.Convert(err).Message()
+	if err == nil {
+		o.ClientStream = viewPeer(&sp, true)
+		s := <-e.seen
+		o.ServerStream = viewPeer(s.p, s.ok)
+	}
+	return o
+}
+
+// compareWithGRPCGo runs observeCreds between grpc-go's client and server,
+// then for each pair with leangrpc on one side or both, and reports every
+// difference. check, when not nil, validates each observation, the
+// reference included, so a test also fails when both stacks are wrong the
+// same way.
+func compareWithGRPCGo(t *testing.T, cs func(t *testing.T) credsSetup, check func(t *testing.T, ref credsObservation)) {
+	t.Helper()
+	var ref credsObservation
+	t.Run(grpcgoPair.name, func(t *testing.T) {
+		ref = observeCreds(t, grpcgoPair, cs(t))
+		if check != nil {
+			check(t, ref)
+		}
+	})
+	forPairs(t, func(t *testing.T, p pair) {
+		got := observeCreds(t, p, cs(t))
+		if !reflect.DeepEqual(got.withoutMessages(), ref.withoutMessages()) {
+			t.Errorf("%s saw\n%+v\ngrpc-go saw\n%+v", p.name, got, ref)
+		}
+		if check != nil {
+			check(t, got)
+		}
+	})
+}
+
+// TestInsecureCredentials: insecure credentials on both roles give the
+// handler and the client an "insecure" AuthInfo with NoSecurity; a server
+// without credentials gives its handlers a peer without AuthInfo.
+func TestInsecureCredentials(t *testing.T) {
+	t.Run("server_creds", func(t *testing.T) {
+		compareWithGRPCGo(t, func(*testing.T) credsSetup {
+			return credsSetup{server: insecure.NewCredentials(), client: insecure.NewCredentials()}
+		}, func(t *testing.T, ref credsObservation) {
+			if ref.ServerUnary.AuthType != "insecure" || ref.ClientUnary.AuthType != "insecure" || ref.ServerStream.Level != credentials.NoSecurity {
+				t.Errorf("%+v", ref)
+			}
+		})
+	})
+	t.Run("no_server_creds", func(t *testing.T) {
+		compareWithGRPCGo(t, func(*testing.T) credsSetup {
+			return credsSetup{client: insecure.NewCredentials()}
+		}, func(t *testing.T, ref credsObservation) {
+			if !ref.ServerUnary.Found || ref.ServerUnary.AuthType != "" || ref.ClientUnary.AuthType != "insecure" {
+				t.Errorf("%+v", ref)
+			}
+		})
+	})
+}
+
+// TestLocalCredentials: credentials/local on both roles over loopback TCP
+// give both sides a "local" AuthInfo with NoSecurity.
+func TestLocalCredentials(t *testing.T) {
+	compareWithGRPCGo(t, func(*testing.T) credsSetup {
+		return credsSetup{server: local.NewCredentials(), client: local.NewCredentials()}
+	}, func(t *testing.T, ref credsObservation) {
+		for _, v := range []peerView{ref.ServerUnary, ref.ServerStream, ref.ClientUnary, ref.ClientStream} {
+			if v.AuthType != "local" || v.Level != credentials.NoSecurity {
+				t.Errorf("%+v", ref)
+			}
+		}
+	})
+}
