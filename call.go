@@ -147,9 +147,6 @@ func (cc *ClientConn) addPerRPCCreds(ctx context.Context, req *grpcwire.Request,
 		md = metadata.MD{}
 	}
 	for _, c := range creds {
-		if c.RequireTransportSecurity() && cc.scheme != "https" {
-			return status.Error(codes.Unauthenticated, "transport: cannot send secure credentials on an insecure connection")
-		}
 		kv, err := c.GetRequestMetadata(ctx, audience)
 		if err != nil {
 			if _, ok := status.FromError(err); ok {
@@ -166,6 +163,24 @@ func (cc *ClientConn) addPerRPCCreds(ctx context.Context, req *grpcwire.Request,
 	return nil
 }
 
+// checkCallCreds refuses a call whose per-RPC credentials (a call option)
+// require transport security when the connection it would use gives a
+// security level below privacy and integrity (insecure credentials, local
+// ones over TCP), as grpc-go refuses it, before the credentials are asked
+// for metadata.
+// The dial options' credentials are checked once per connection instead
+// (checkSecurityLevel).
+func (cc *ClientConn) checkCallCreds(ctx context.Context, ci *callInfo) error {
+	_, p, err := cc.getConn(ctx, ci.waitForReady)
+	if err != nil {
+		return err
+	}
+	if credentials.CheckSecurityLevel(p.AuthInfo, credentials.PrivacyAndIntegrity) != nil {
+		return status.Error(codes.Unauthenticated, errInsecureForCreds.Error())
+	}
+	return nil
+}
+
 // openStream gets a connection and opens the call's stream on it, once
 // retrying on a fresh connection when the first was going away (nothing
 // was sent then).
@@ -175,6 +190,11 @@ func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInf
 	// the stream's wait notices the context.
 	if err := ctx.Err(); err != nil {
 		return nil, nil, status.FromContextError(err).Err()
+	}
+	if ci.perRPC != nil && ci.perRPC.RequireTransportSecurity() {
+		if err := cc.checkCallCreds(ctx, ci); err != nil {
+			return nil, nil, err
+		}
 	}
 	req, err := cc.newRequest(ctx, method, ci)
 	if err != nil {

@@ -92,7 +92,7 @@ type ClientConn struct {
 	target    string
 	addr      string
 	authority string
-	scheme    string // :scheme, "https" under transport security
+	scheme    string // :scheme, "https" under TLS credentials
 	opts      dialOptions
 	unaryInt  grpc.UnaryClientInterceptor
 	streamInt grpc.StreamClientInterceptor
@@ -165,8 +165,11 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	} else if sn := cc.opts.creds.Info().ServerName; sn != "" {
 		cc.authority = sn
 	}
+	// Only TLS makes the scheme https, as in grpc-go: local credentials
+	// over loopback TCP protect nothing, and over a Unix socket what
+	// they vouch for is the channel, not an HTTPS origin.
 	cc.scheme = "http"
-	if cc.opts.creds.Info().SecurityProtocol != "insecure" {
+	if cc.opts.creds.Info().SecurityProtocol == "tls" {
 		cc.scheme = "https"
 	}
 	cc.userAgent = userAgent
@@ -237,7 +240,7 @@ func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.C
 			closeCh := cc.closeCh
 			cc.mu.Unlock()
 			if !waitForReady {
-				return nil, nil, status.Errorf(codes.Unavailable, "connection error: %v", lastErr)
+				return nil, nil, status.Errorf(codes.Unavailable, "connection error: desc = %q", lastErr)
 			}
 			t := time.NewTimer(wait)
 			select {
@@ -265,7 +268,7 @@ func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.C
 		lastErr := cc.lastErr
 		cc.mu.Unlock()
 		if failed && !waitForReady {
-			return nil, nil, status.Errorf(codes.Unavailable, "connection error: %v", lastErr)
+			return nil, nil, status.Errorf(codes.Unavailable, "connection error: desc = %q", lastErr)
 		}
 	}
 }
@@ -336,14 +339,20 @@ func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, error) {
 		var d net.Dialer
 		nc, err = d.DialContext(ctx, "tcp", cc.addr)
 	}
+	// Failures are worded as grpc-go words them, so that a status
+	// message reads the same on either stack.
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("transport: Error while dialing: %w", err)
 	}
 	var auth credentials.AuthInfo
 	raw := nc
 	nc, auth, err = cc.opts.creds.ClientHandshake(ctx, cc.authority, raw)
 	if err != nil {
 		raw.Close()
+		return nil, nil, fmt.Errorf("transport: authentication handshake failed: %w", err)
+	}
+	if err := cc.checkSecurityLevel(auth); err != nil {
+		nc.Close()
 		return nil, nil, err
 	}
 	nc = secured(raw, nc)
@@ -353,6 +362,32 @@ func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, error) {
 		return nil, nil, err
 	}
 	return conn, &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}, nil
+}
+
+// errInsecureForCreds refuses per-RPC credentials that require transport
+// security on a connection without it, in grpc-go's words.
+var errInsecureForCreds = errors.New("transport: cannot send secure credentials on an insecure connection")
+
+// checkSecurityLevel refuses a connection whose handshake gave a security
+// level below privacy and integrity when a per-RPC credential of the
+// ClientConn requires transport security, as grpc-go's transport does:
+// local credentials over loopback TCP give NoSecurity, over a Unix socket
+// PrivacyAndIntegrity. AuthInfo without a level (InvalidSecurityLevel, or
+// no CommonAuthInfo) passes, for credentials written before levels.
+func (cc *ClientConn) checkSecurityLevel(auth credentials.AuthInfo) error {
+	for _, c := range cc.opts.perRPC {
+		if !c.RequireTransportSecurity() {
+			continue
+		}
+		if ci, ok := auth.(interface {
+			GetCommonAuthInfo() credentials.CommonAuthInfo
+		}); ok {
+			if l := ci.GetCommonAuthInfo().SecurityLevel; l != credentials.InvalidSecurityLevel && l < credentials.PrivacyAndIntegrity {
+				return errInsecureForCreds
+			}
+		}
+	}
+	return nil
 }
 
 // Close tears the connection down; RPCs in flight fail with Canceled or

@@ -2,13 +2,18 @@ package leangrpc_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/leangrpc/leangrpc"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -33,8 +38,10 @@ var grpcgoPair = pair{name: "grpc-grpc"}
 // without any, as a server built without a Creds option does.
 type credsSetup struct {
 	server, client credentials.TransportCredentials
+	unix           bool // over a Unix socket instead of loopback TCP
 	dialOpts       []leangrpc.DialOption
 	grpcDialOpts   []grpc.DialOption
+	callOpts       []grpc.CallOption // on both calls, either stack
 }
 
 // peerSeen is what a handler found in peer.FromContext for one call.
@@ -55,7 +62,11 @@ type credsEnv struct {
 // the end of t.
 func startCredsEnv(t *testing.T, p pair, cs credsSetup) *credsEnv {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	network, address := "tcp", "127.0.0.1:0"
+	if cs.unix {
+		network, address = "unix", filepath.Join(t.TempDir(), "grpc.sock")
+	}
+	lis, err := net.Listen(network, address)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,16 +110,26 @@ func startCredsEnv(t *testing.T, p pair, cs credsSetup) *credsEnv {
 	t.Cleanup(func() { stop(); <-done })
 
 	target := e.addr
+	dialOpts, grpcDialOpts := cs.dialOpts, cs.grpcDialOpts
+	if cs.unix {
+		target = "passthrough:///local"
+		dialUnix := func(ctx context.Context, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", e.addr)
+		}
+		dialOpts = append(dialOpts, leangrpc.WithContextDialer(dialUnix))
+		grpcDialOpts = append(grpcDialOpts, grpc.WithContextDialer(dialUnix))
+	}
 	var cc grpc.ClientConnInterface
 	if p.leanClient {
-		c, err := leangrpc.NewClient(target, append([]leangrpc.DialOption{leangrpc.WithTransportCredentials(cs.client)}, cs.dialOpts...)...)
+		c, err := leangrpc.NewClient(target, append([]leangrpc.DialOption{leangrpc.WithTransportCredentials(cs.client)}, dialOpts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		cc = c
 	} else {
-		c, err := grpc.NewClient(target, append([]grpc.DialOption{grpc.WithTransportCredentials(cs.client)}, cs.grpcDialOpts...)...)
+		c, err := grpc.NewClient(target, append([]grpc.DialOption{grpc.WithTransportCredentials(cs.client)}, grpcDialOpts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +222,7 @@ func observeCreds(t *testing.T, p pair, cs credsSetup) credsObservation {
 	e := startCredsEnv(t, p, cs)
 	var o credsObservation
 	var cp peer.Peer
-	_, err := e.tc.UnaryCall(ctxT(t), &testpb.SimpleRequest{ResponseSize: 10, Payload: payload(10)}, grpc.Peer(&cp))
+	_, err := e.tc.UnaryCall(ctxT(t), &testpb.SimpleRequest{ResponseSize: 10, Payload: payload(10)}, append(cs.callOpts, grpc.Peer(&cp))...)
 	o.UnaryCode, o.unaryMsg = status.Code(err), status.Convert(err).Message()
 	if err == nil {
 		o.ClientUnary = viewPeer(&cp, true)
@@ -209,7 +230,7 @@ func observeCreds(t *testing.T, p pair, cs credsSetup) credsObservation {
 		o.ServerUnary = viewPeer(s.p, s.ok)
 	}
 	var sp peer.Peer
-	st, err := e.tc.FullDuplexCall(ctxT(t), grpc.Peer(&sp))
+	st, err := e.tc.FullDuplexCall(ctxT(t), append(cs.callOpts, grpc.Peer(&sp))...)
 	if err == nil {
 		err = st.Send(&testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: 10}}})
 		if err == nil || err == io.EOF { // io.EOF: the status comes from Recv
@@ -280,16 +301,178 @@ func TestInsecureCredentials(t *testing.T) {
 	})
 }
 
-// TestLocalCredentials: credentials/local on both roles over loopback TCP
-// give both sides a "local" AuthInfo with NoSecurity.
+// TestLocalCredentials: credentials/local on both roles give both sides a
+// "local" AuthInfo, with NoSecurity over loopback TCP and
+// PrivacyAndIntegrity over a Unix socket.
 func TestLocalCredentials(t *testing.T) {
-	compareWithGRPCGo(t, func(*testing.T) credsSetup {
-		return credsSetup{server: local.NewCredentials(), client: local.NewCredentials()}
-	}, func(t *testing.T, ref credsObservation) {
-		for _, v := range []peerView{ref.ServerUnary, ref.ServerStream, ref.ClientUnary, ref.ClientStream} {
-			if v.AuthType != "local" || v.Level != credentials.NoSecurity {
-				t.Errorf("%+v", ref)
+	for _, unix := range []bool{false, true} {
+		name, level := "tcp", credentials.NoSecurity
+		if unix {
+			name, level = "unix", credentials.PrivacyAndIntegrity
+		}
+		t.Run(name, func(t *testing.T) {
+			compareWithGRPCGo(t, func(*testing.T) credsSetup {
+				return credsSetup{server: local.NewCredentials(), client: local.NewCredentials(), unix: unix}
+			}, func(t *testing.T, o credsObservation) {
+				for _, v := range []peerView{o.ServerUnary, o.ServerStream, o.ClientUnary, o.ClientStream} {
+					if v.AuthType != "local" || v.Level != level || v.AddrNet != name {
+						t.Errorf("%+v", v)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestSecureCredsNeedSecureTransport: per-RPC credentials that require
+// transport security go only over a connection whose security level is
+// privacy and integrity. As dial options they make a lower level's
+// connection fail (Unavailable); as a call option they fail the call
+// (Unauthenticated) before asking the credentials for metadata. Local
+// credentials are below that level over TCP and at it over a Unix socket;
+// TLS is at it.
+func TestSecureCredsNeedSecureTransport(t *testing.T) {
+	secure := tokenCreds{token: "t", secure: true}
+	tlsSetup := func(t *testing.T) credsSetup {
+		return credsSetup{
+			server: credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{tlsKeyPair(t, "x509/server1_cert.pem", "x509/server1_key.pem")}}),
+			client: credentials.NewTLS(&tls.Config{RootCAs: tlsCAPool(t, "x509/server_ca_cert.pem"), ServerName: "x.test.example.com"}),
+		}
+	}
+	localSetup := func(unix bool) func(*testing.T) credsSetup {
+		return func(*testing.T) credsSetup {
+			return credsSetup{server: local.NewCredentials(), client: local.NewCredentials(), unix: unix}
+		}
+	}
+	insecureSetup := func(*testing.T) credsSetup {
+		return credsSetup{client: insecure.NewCredentials()}
+	}
+	asDialOption := func(setup func(*testing.T) credsSetup) func(*testing.T) credsSetup {
+		return func(t *testing.T) credsSetup {
+			cs := setup(t)
+			cs.dialOpts = append(cs.dialOpts, leangrpc.WithPerRPCCredentials(secure))
+			cs.grpcDialOpts = append(cs.grpcDialOpts, grpc.WithPerRPCCredentials(secure))
+			return cs
+		}
+	}
+	asCallOption := func(setup func(*testing.T) credsSetup) func(*testing.T) credsSetup {
+		return func(t *testing.T) credsSetup {
+			cs := setup(t)
+			cs.callOpts = append(cs.callOpts, grpc.PerRPCCredentials(secure))
+			return cs
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func(*testing.T) credsSetup
+		want  codes.Code
+	}{
+		{"dial_option/tls", asDialOption(tlsSetup), codes.OK},
+		{"dial_option/local_tcp", asDialOption(localSetup(false)), codes.Unavailable},
+		{"dial_option/local_unix", asDialOption(localSetup(true)), codes.OK},
+		{"call_option/tls", asCallOption(tlsSetup), codes.OK},
+		{"call_option/local_tcp", asCallOption(localSetup(false)), codes.Unauthenticated},
+		{"call_option/local_unix", asCallOption(localSetup(true)), codes.OK},
+		{"call_option/insecure", asCallOption(insecureSetup), codes.Unauthenticated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			compareWithGRPCGo(t, tc.setup, func(t *testing.T, o credsObservation) {
+				if o.UnaryCode != tc.want || o.StreamCode != tc.want {
+					t.Errorf("unary %v (%s), streaming %v (%s), want %v", o.UnaryCode, o.unaryMsg, o.StreamCode, o.streamMsg, tc.want)
+				}
+			})
+		})
+	}
+}
+
+// TestSchemeFollowsCredentials: the :scheme a client sends is "https"
+// only over TLS credentials and "http" otherwise, local credentials
+// included, as grpc-go's client sends it.
+func TestSchemeFollowsCredentials(t *testing.T) {
+	serverCert := tlsKeyPair(t, "x509/server1_cert.pem", "x509/server1_key.pem")
+	tlsClient := credentials.NewTLS(&tls.Config{RootCAs: tlsCAPool(t, "x509/server_ca_cert.pem"), ServerName: "x.test.example.com"})
+	for _, tc := range []struct {
+		name  string
+		creds credentials.TransportCredentials
+		tls   bool
+		want  string
+	}{
+		{"insecure", insecure.NewCredentials(), false, "http"},
+		{"local", local.NewCredentials(), false, "http"},
+		{"tls", tlsClient, true, "https"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, lean := range []bool{false, true} {
+				var serverTLS *tls.Config
+				if tc.tls {
+					serverTLS = &tls.Config{Certificates: []tls.Certificate{serverCert}, NextProtos: []string{"h2"}}
+				}
+				got := requestScheme(t, lean, tc.creds, serverTLS)
+				if got != tc.want {
+					t.Errorf("lean client %v: :scheme %q, want %q (grpc-go's)", lean, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// requestScheme makes one call with a client of the given stack and
+// credentials to a bare HTTP/2 listener (TLS when serverTLS is set) and
+// returns the :scheme of the request's HEADERS.
+func requestScheme(t *testing.T, lean bool, creds credentials.TransportCredentials, serverTLS *tls.Config) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	scheme := make(chan string, 1)
+	go func() {
+		c, err := lis.Accept()
+		if err != nil {
+			scheme <- "accept: " + err.Error()
+			return
+		}
+		defer c.Close()
+		if serverTLS != nil {
+			c = tls.Server(c, serverTLS)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(c, make([]byte, len(http2.ClientPreface))); err != nil {
+			scheme <- "preface: " + err.Error()
+			return
+		}
+		fr := http2.NewFramer(c, c)
+		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+		fr.WriteSettings()
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				scheme <- "read: " + err.Error()
+				return
+			}
+			if h, ok := f.(*http2.MetaHeadersFrame); ok {
+				scheme <- h.PseudoValue("scheme")
+				return
 			}
 		}
-	})
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if lean {
+		cc, err := leangrpc.NewClient(lis.Addr().String(), leangrpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		testgrpc.NewTestServiceClient(cc).EmptyCall(ctx, &testpb.Empty{})
+	} else {
+		cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		testgrpc.NewTestServiceClient(cc).EmptyCall(ctx, &testpb.Empty{})
+	}
+	return <-scheme
 }

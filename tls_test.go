@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -102,4 +103,37 @@ func mutualTLS(t *testing.T, withCert bool) credsSetup {
 		cfg.Certificates = []tls.Certificate{tlsKeyPair(t, "x509/client1_cert.pem", "x509/client1_key.pem")}
 	}
 	return credsSetup{server: server, client: credentials.NewTLS(cfg)}
+}
+
+// TestTLSHandshakeFailureStatus: a client whose handshake fails (the
+// server's certificate is not valid for the name it asked for) fails its
+// calls with the status grpc-go's client reports, message included.
+func TestTLSHandshakeFailureStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  *tls.Config
+	}{
+		{"unknown_ca", &tls.Config{RootCAs: tlsCAPool(t, "x509/client_ca_cert.pem"), ServerName: "x.test.example.com"}},
+		{"wrong_name", &tls.Config{RootCAs: tlsCAPool(t, "x509/server_ca_cert.pem"), ServerName: "x.example.org"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setup := func(t *testing.T) credsSetup {
+				return credsSetup{
+					server: credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{tlsKeyPair(t, "x509/server1_cert.pem", "x509/server1_key.pem")}}),
+					client: credentials.NewTLS(tc.cfg),
+				}
+			}
+			want := observeCreds(t, grpcgoPair, setup(t))
+			if want.UnaryCode != codes.Unavailable || !strings.Contains(want.unaryMsg, "authentication handshake failed") {
+				t.Fatalf("grpc-go: %v %q", want.UnaryCode, want.unaryMsg)
+			}
+			forPairs(t, func(t *testing.T, p pair) {
+				got := observeCreds(t, p, setup(t))
+				if got.UnaryCode != want.UnaryCode || got.unaryMsg != want.unaryMsg || got.StreamCode != want.StreamCode || got.streamMsg != want.streamMsg {
+					t.Errorf("%s: unary %v %q, streaming %v %q; grpc-go: unary %v %q, streaming %v %q", p.name,
+						got.UnaryCode, got.unaryMsg, got.StreamCode, got.streamMsg, want.UnaryCode, want.unaryMsg, want.StreamCode, want.streamMsg)
+				}
+			})
+		})
+	}
 }
