@@ -16,7 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/peer"
 )
 
 // The idle workload opens N connections, makes one RPC on each and then
@@ -104,6 +106,7 @@ func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err e
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	common := []string{"-connections", strconv.Itoa(n), "-settle", r.opts.settle.String(), "-timeout", r.opts.timeout.String()}
+	common = append(common, r.opts.tls.childArgs()...)
 	if r.opts.memprofile != "" {
 		common = append(common, "-memprofilerate", strconv.Itoa(r.opts.memProfileRate))
 	}
@@ -190,6 +193,7 @@ type idleChildFlags struct {
 	// after each measurement (go tool pprof -sample_index=inuse_space).
 	heapProfile string
 	memRate     int
+	tls         *benchTLS // nil: plaintext
 }
 
 func parseIdleChild(name string, args []string, stderr io.Writer) (*idleChildFlags, *impl, error) {
@@ -203,7 +207,13 @@ func parseIdleChild(name string, args []string, stderr io.Writer) (*idleChildFla
 	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "bound on each connection's RPC")
 	fs.StringVar(&f.heapProfile, "heapprofile", "", "write a heap profile after each measurement")
 	fs.IntVar(&f.memRate, "memprofilerate", 0, "runtime.MemProfileRate (0: leave the default)")
+	certFile := fs.String("tlscert", "", "TLS certificate file (with -tlskey: TLS, see leanbench -tls)")
+	keyFile := fs.String("tlskey", "", "TLS key file")
 	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	var err error
+	if f.tls, err = childTLS(*certFile, *keyFile); err != nil {
 		return nil, nil, err
 	}
 	if f.memRate > 0 {
@@ -256,7 +266,7 @@ func runIdleServer(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	raiseFileLimit()
 	// Exit on our own if the parent disappears without closing stdin.
 	time.AfterFunc(10*time.Minute, func() { os.Exit(3) })
-	srv, err := startServer(im)
+	srv, err := startServer(im, f.tls)
 	if err != nil {
 		enc.Encode(childMsg{Error: err.Error()})
 		return 0
@@ -300,7 +310,7 @@ func runIdleClient(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		}
 	}()
 	dial := func(n int) bool {
-		cs, err := dialIdle(context.Background(), im, f.addr, n, f.timeout)
+		cs, err := dialIdle(context.Background(), im, f.addr, n, f.timeout, f.tls)
 		closers = append(closers, cs...)
 		if err != nil {
 			enc.Encode(childMsg{Error: err.Error()})
@@ -316,10 +326,10 @@ func runIdleClient(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	return 0
 }
 
-// dialIdle opens n connections to addr and makes one unary RPC on each,
-// each bounded by rpcTimeout. It returns the close functions of the
-// connections it opened, also on error.
-func dialIdle(ctx context.Context, im *impl, addr string, n int, rpcTimeout time.Duration) ([]func() error, error) {
+// dialIdle opens n connections to addr (over TLS when sec is not nil) and
+// makes one unary RPC on each, each bounded by rpcTimeout. It returns the
+// close functions of the connections it opened, also on error.
+func dialIdle(ctx context.Context, im *impl, addr string, n int, rpcTimeout time.Duration, sec *benchTLS) ([]func() error, error) {
 	closers := make([]func() error, n)
 	var firstErr errBox
 	var wg sync.WaitGroup
@@ -339,15 +349,19 @@ func dialIdle(ctx context.Context, im *impl, addr string, n int, rpcTimeout time
 							err = fmt.Errorf("%s client panicked: %v", im.name, p)
 						}
 					}()
-					cc, closeFn, err := dialSafe(im, addr)
+					cc, closeFn, err := dialSafe(im, addr, sec)
 					if err != nil {
 						return err
 					}
 					closers[i] = closeFn
 					rctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 					defer cancel()
-					if _, err := testpb.NewBenchmarkServiceClient(cc).UnaryCall(rctx, req); err != nil {
+					var p peer.Peer
+					if _, err := testpb.NewBenchmarkServiceClient(cc).UnaryCall(rctx, req, grpc.Peer(&p)); err != nil {
 						return fmt.Errorf("connection %d: UnaryCall: %w", i, err)
+					}
+					if err := checkPeerSecurity(&p, sec); err != nil {
+						return fmt.Errorf("connection %d: %w", i, err)
 					}
 					return nil
 				}()

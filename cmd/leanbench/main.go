@@ -45,6 +45,7 @@ type options struct {
 	cpuprofile     string
 	memprofile     string
 	memProfileRate int
+	tls            *benchTLS // nil: plaintext
 }
 
 // runner executes a plan and collects its results.
@@ -93,6 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of each measured run; the file name gets the stack (and run) as suffix")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile after each measured run, and FILE.base before it (go tool pprof -base FILE.base FILE); idle: a heap profile of each child after measuring (FILE.STACK.server, FILE.STACK.client)")
 	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate while profiling (0: leave the default)")
+	useTLS := fs.Bool("tls", false, "every stack and workload over TLS ("+tlsDescription+", a certificate made at start, grpc-go's credentials.NewTLS on both stacks)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: leanbench [flags]\n       leanbench compare OLD.json NEW.json\n\n"+
 			"Without -workloads, -reqSizeBytes, -respSizeBytes, -maxConcurrentCalls and\n"+
@@ -139,9 +141,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "leanbench: no workload flags, running the quick suite")
 	}
 
+	if *useTLS {
+		dir, err := os.MkdirTemp("", "leanbench-tls-")
+		if err != nil {
+			fmt.Fprintf(stderr, "leanbench: %v\n", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if o.tls, err = newBenchTLS(dir); err != nil {
+			fmt.Fprintf(stderr, "leanbench: -tls: %v\n", err)
+			return 1
+		}
+	}
+
 	// The environment, and the load average in particular, as it was
 	// before leanbench added its own load.
 	env := currentEnv(args)
+	if o.tls != nil {
+		env.Security = tlsDescription
+	}
 	if env.LoadAvg > float64(env.CPUs) {
 		fmt.Fprintf(stderr, "leanbench: the machine is busy (load average %.1f on %d CPUs); ops/s and latency will be noisy\n", env.LoadAvg, env.CPUs)
 	}
