@@ -42,6 +42,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/testdata"
 )
 
 // leangrpcReady turns the directions involving leangrpc from "skip with a
@@ -304,6 +306,39 @@ func TestInteropTLSIsChecked(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestInteropTLSFiles checks the file flags: each server program presents
+// another certificate (-tls_cert_file, -tls_key_file), which each client
+// program accepts when -ca_file names its CA under -use_test_ca; without
+// -use_test_ca the file is not used, as in grpc-go, and the call fails.
+func TestInteropTLSFiles(t *testing.T) {
+	if !ready() {
+		t.Skipf("skipped: leangrpcReady is false (the root package is not serving yet); set LEANGRPC_INTEROP=1 to run")
+	}
+	serverArgs := []string{"-use_tls=true",
+		"-tls_cert_file=" + testdata.Path("x509/server1_cert.pem"),
+		"-tls_key_file=" + testdata.Path("x509/server1_key.pem")}
+	withCA := []string{"-use_tls=true", "-use_test_ca=true",
+		"-ca_file=" + testdata.Path("x509/server_ca_cert.pem"), "-server_host_override=x.test.example.com"}
+	caIgnored := []string{"-use_tls=true",
+		"-ca_file=" + testdata.Path("x509/server_ca_cert.pem"), "-server_host_override=x.test.example.com"}
+	for _, server := range []*program{leanServer, grpcGoServer} {
+		srv := startServer(t, server.get(t), serverArgs...)
+		for _, client := range []*program{leanClient, grpcGoClient} {
+			t.Run(client.name+"_to_"+server.name, func(t *testing.T) {
+				for _, tc := range []string{"empty_unary", "large_unary"} {
+					if out, err := runClient(client.get(t), srv.port, tc, withCA...); err != nil {
+						t.Errorf("%s with %v: %v\n%s", tc, withCA, err, tail(out))
+					}
+				}
+				out, err := runClient(client.get(t), srv.port, "empty_unary", caIgnored...)
+				if err == nil || !bytes.Contains(out, []byte("certificate signed by unknown authority")) {
+					t.Errorf("-ca_file without -use_test_ca: %v, want an unknown authority\n%s", err, tail(out))
+				}
+			})
 		}
 	}
 }
