@@ -185,7 +185,18 @@ func (s *Server) Serve(lis net.Listener) error {
 			return err
 		}
 		delay = 0
+		// The count goes up under mu, where Stop and GracefulStop set
+		// stopped before they wait for it: a connection accepted as the
+		// server stops is either counted before the wait or closed here,
+		// never added while the wait is under way.
+		s.mu.Lock()
+		if s.stopped {
+			s.mu.Unlock()
+			nc.Close()
+			return nil
+		}
 		s.connWG.Add(1)
+		s.mu.Unlock()
 		go s.serveConn(nc)
 	}
 }
