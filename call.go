@@ -110,8 +110,9 @@ func (a codecV1Adapter) Unmarshal(data mem.BufferSlice, v any) error {
 	return a.c.Unmarshal(data.Materialize(), v)
 }
 
-// newRequest builds the request headers of a call.
-func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInfo) (grpcwire.Request, error) {
+// newRequest builds the request headers of a call; auth is the AuthInfo of
+// the connection it will go on, for per-RPC credentials.
+func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInfo, auth credentials.AuthInfo) (grpcwire.Request, error) {
 	req := grpcwire.Request{
 		Method:         method,
 		Authority:      cc.authority,
@@ -126,7 +127,7 @@ func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInf
 		req.MD = md
 	}
 	if len(cc.opts.perRPC) > 0 || ci.perRPC != nil {
-		if err := cc.addPerRPCCreds(ctx, &req, ci); err != nil {
+		if err := cc.addPerRPCCreds(ctx, &req, ci, auth); err != nil {
 			return req, err
 		}
 	}
@@ -134,8 +135,12 @@ func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInf
 }
 
 // addPerRPCCreds adds the metadata of the connection's and the call's
-// per-RPC credentials to the request, as grpc-go does.
-func (cc *ClientConn) addPerRPCCreds(ctx context.Context, req *grpcwire.Request, ci *callInfo) error {
+// per-RPC credentials to the request, as grpc-go does. The credentials
+// find the method and the connection's AuthInfo in their context
+// (credentials.RequestInfoFromContext), where grpc-go's own, oauth's
+// among them, check the connection's security level.
+func (cc *ClientConn) addPerRPCCreds(ctx context.Context, req *grpcwire.Request, ci *callInfo, auth credentials.AuthInfo) error {
+	ctx = credentials.NewContextWithRequestInfo(ctx, credentials.RequestInfo{Method: req.Method, AuthInfo: auth})
 	service, _, _ := grpcwire.SplitMethod(req.Method)
 	audience := "https://" + req.Authority + "/" + service
 	creds := cc.opts.perRPC
@@ -163,24 +168,6 @@ func (cc *ClientConn) addPerRPCCreds(ctx context.Context, req *grpcwire.Request,
 	return nil
 }
 
-// checkCallCreds refuses a call whose per-RPC credentials (a call option)
-// require transport security when the connection it would use gives a
-// security level below privacy and integrity (insecure credentials, local
-// ones over TCP), as grpc-go refuses it, before the credentials are asked
-// for metadata.
-// The dial options' credentials are checked once per connection instead
-// (checkSecurityLevel).
-func (cc *ClientConn) checkCallCreds(ctx context.Context, ci *callInfo) error {
-	_, p, err := cc.getConn(ctx, ci.waitForReady)
-	if err != nil {
-		return err
-	}
-	if credentials.CheckSecurityLevel(p.AuthInfo, credentials.PrivacyAndIntegrity) != nil {
-		return status.Error(codes.Unauthenticated, errInsecureForCreds.Error())
-	}
-	return nil
-}
-
 // openStream gets a connection and opens the call's stream on it, once
 // retrying on a fresh connection when the first was going away (nothing
 // was sent then).
@@ -191,12 +178,25 @@ func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInf
 	if err := ctx.Err(); err != nil {
 		return nil, nil, status.FromContextError(err).Err()
 	}
-	if ci.perRPC != nil && ci.perRPC.RequireTransportSecurity() {
-		if err := cc.checkCallCreds(ctx, ci); err != nil {
+	var auth credentials.AuthInfo
+	if len(cc.opts.perRPC) > 0 || ci.perRPC != nil {
+		// Per-RPC credentials are given the connection's AuthInfo, so
+		// the connection comes first.
+		_, p, err := cc.getConn(ctx, ci.waitForReady)
+		if err != nil {
 			return nil, nil, err
 		}
+		auth = p.AuthInfo
+		// A call option's credentials that require transport security
+		// fail the call on a connection below privacy and integrity
+		// (insecure, local over TCP) before they are asked for
+		// metadata, as in grpc-go. The dial options' are checked once
+		// per connection (checkSecurityLevel).
+		if ci.perRPC != nil && ci.perRPC.RequireTransportSecurity() && credentials.CheckSecurityLevel(auth, credentials.PrivacyAndIntegrity) != nil {
+			return nil, nil, status.Error(codes.Unauthenticated, errInsecureForCreds.Error())
+		}
 	}
-	req, err := cc.newRequest(ctx, method, ci)
+	req, err := cc.newRequest(ctx, method, ci, auth)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/interop"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
@@ -44,10 +45,11 @@ type credsSetup struct {
 	callOpts       []grpc.CallOption // on both calls, either stack
 }
 
-// peerSeen is what a handler found in peer.FromContext for one call.
+// peerSeen is what a handler found in its context for one call.
 type peerSeen struct {
 	p  *peer.Peer
 	ok bool
+	md metadata.MD // the call's incoming metadata
 }
 
 // credsEnv is a server of one stack with credentials and a client of one
@@ -73,8 +75,9 @@ func startCredsEnv(t *testing.T, p pair, cs credsSetup) *credsEnv {
 	e := &credsEnv{addr: lis.Addr().String(), seen: make(chan peerSeen, 8)}
 	record := func(ctx context.Context) {
 		pr, ok := peer.FromContext(ctx)
+		md, _ := metadata.FromIncomingContext(ctx)
 		select {
-		case e.seen <- peerSeen{pr, ok}:
+		case e.seen <- peerSeen{pr, ok, md}:
 		default:
 		}
 	}
@@ -209,6 +212,19 @@ type credsObservation struct {
 	ClientUnary, ClientStream peerView
 }
 
+// receive returns the next value on ch, failing t if none comes within
+// 10 seconds.
+func receive[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing received within 10s")
+		panic("unreachable")
+	}
+}
+
 // withoutMessages returns o with the status messages cleared.
 func (o credsObservation) withoutMessages() credsObservation {
 	o.unaryMsg, o.streamMsg = "", ""
@@ -226,7 +242,7 @@ func observeCreds(t *testing.T, p pair, cs credsSetup) credsObservation {
 	o.UnaryCode, o.unaryMsg = status.Code(err), status.Convert(err).Message()
 	if err == nil {
 		o.ClientUnary = viewPeer(&cp, true)
-		s := <-e.seen
+		s := receive(t, e.seen)
 		o.ServerUnary = viewPeer(s.p, s.ok)
 	}
 	var sp peer.Peer
@@ -246,7 +262,7 @@ func observeCreds(t *testing.T, p pair, cs credsSetup) credsObservation {
 	o.StreamCode, o.streamMsg = status.Code(err), status.Convert(err).Message()
 	if err == nil {
 		o.ClientStream = viewPeer(&sp, true)
-		s := <-e.seen
+		s := receive(t, e.seen)
 		o.ServerStream = viewPeer(s.p, s.ok)
 	}
 	return o
@@ -333,12 +349,7 @@ func TestLocalCredentials(t *testing.T) {
 // TLS is at it.
 func TestSecureCredsNeedSecureTransport(t *testing.T) {
 	secure := tokenCreds{token: "t", secure: true}
-	tlsSetup := func(t *testing.T) credsSetup {
-		return credsSetup{
-			server: credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{tlsKeyPair(t, "x509/server1_cert.pem", "x509/server1_key.pem")}}),
-			client: credentials.NewTLS(&tls.Config{RootCAs: tlsCAPool(t, "x509/server_ca_cert.pem"), ServerName: "x.test.example.com"}),
-		}
-	}
+	tlsSetup := serverTLSSetup
 	localSetup := func(unix bool) func(*testing.T) credsSetup {
 		return func(*testing.T) credsSetup {
 			return credsSetup{server: local.NewCredentials(), client: local.NewCredentials(), unix: unix}
@@ -474,5 +485,5 @@ func requestScheme(t *testing.T, lean bool, creds credentials.TransportCredentia
 		defer cc.Close()
 		testgrpc.NewTestServiceClient(cc).EmptyCall(ctx, &testpb.Empty{})
 	}
-	return <-scheme
+	return receive(t, scheme)
 }

@@ -1,17 +1,33 @@
 package leangrpc_test
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/leangrpc/leangrpc"
+	"golang.org/x/oauth2"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/oauth"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/testdata"
 )
+
+// serverTLSSetup is TLS with grpc-go's test certificate for
+// *.test.example.com and a client that trusts its CA.
+func serverTLSSetup(t *testing.T) credsSetup {
+	return credsSetup{
+		server: credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{tlsKeyPair(t, "x509/server1_cert.pem", "x509/server1_key.pem")}}),
+		client: credentials.NewTLS(&tls.Config{RootCAs: tlsCAPool(t, "x509/server_ca_cert.pem"), ServerName: "x.test.example.com"}),
+	}
+}
 
 // tlsKeyPair loads one of grpc-go's test key pairs by testdata name.
 func tlsKeyPair(t *testing.T, cert, key string) tls.Certificate {
@@ -42,11 +58,7 @@ func tlsCAPool(t *testing.T, ca string) *x509.CertPool {
 // (TLS 1.3, ALPN h2, the server's certificate, PrivacyAndIntegrity), for
 // unary and streaming calls, as grpc-go's do.
 func TestTLSAuthInfo(t *testing.T) {
-	compareWithGRPCGo(t, func(t *testing.T) credsSetup {
-		server := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{tlsKeyPair(t, "x509/server1_cert.pem", "x509/server1_key.pem")}})
-		client := credentials.NewTLS(&tls.Config{RootCAs: tlsCAPool(t, "x509/server_ca_cert.pem"), ServerName: "x.test.example.com"})
-		return credsSetup{server: server, client: client}
-	}, func(t *testing.T, ref credsObservation) {
+	compareWithGRPCGo(t, serverTLSSetup, func(t *testing.T, ref credsObservation) {
 		c, s := ref.ClientUnary, ref.ServerUnary
 		if c.AuthType != "tls" || c.ALPN != "h2" || c.Version != tls.VersionTLS13 || c.Level != credentials.PrivacyAndIntegrity ||
 			c.ServerName != "x.test.example.com" || !reflect.DeepEqual(c.PeerCerts, []string{"test-server1"}) || len(c.VerifiedChains) != 1 {
@@ -134,6 +146,55 @@ func TestTLSHandshakeFailureStatus(t *testing.T) {
 						got.UnaryCode, got.unaryMsg, got.StreamCode, got.streamMsg, want.UnaryCode, want.unaryMsg, want.StreamCode, want.streamMsg)
 				}
 			})
+		})
+	}
+}
+
+// requestInfoCreds is a per-RPC credential that records what
+// credentials.RequestInfoFromContext gives it.
+type requestInfoCreds struct{ seen chan string }
+
+func (c requestInfoCreds) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
+	ri, ok := credentials.RequestInfoFromContext(ctx)
+	s := fmt.Sprintf("found %v, method %q", ok, ri.Method)
+	if ri.AuthInfo != nil {
+		s += ", auth " + ri.AuthInfo.AuthType()
+	}
+	c.seen <- s
+	return nil, nil
+}
+
+func (requestInfoCreds) RequireTransportSecurity() bool { return false }
+
+// TestPerRPCCredsGetRequestInfo: per-RPC credentials find the method and
+// the connection's AuthInfo in their context, as under grpc-go. grpc-go's
+// oauth credentials refuse to send a token without them, so their token
+// reaches the server over TLS on both stacks.
+func TestPerRPCCredsGetRequestInfo(t *testing.T) {
+	token := oauth.TokenSource{TokenSource: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "tok", TokenType: "Bearer"})}
+	for _, lean := range []bool{false, true} {
+		p := pair{name: "grpc-grpc"}
+		if lean {
+			p = pair{name: "lean-client_grpc-server", leanClient: true}
+		}
+		t.Run(p.name, func(t *testing.T) {
+			seen := make(chan string, 4)
+			cs := serverTLSSetup(t)
+			// One set as a dial option, one as a call option (a call
+			// takes one; a later one replaces an earlier).
+			cs.dialOpts = []leangrpc.DialOption{leangrpc.WithPerRPCCredentials(requestInfoCreds{seen})}
+			cs.grpcDialOpts = []grpc.DialOption{grpc.WithPerRPCCredentials(requestInfoCreds{seen})}
+			cs.callOpts = []grpc.CallOption{grpc.PerRPCCredentials(token)}
+			e := startCredsEnv(t, p, cs)
+			if _, err := e.tc.UnaryCall(ctxT(t), &testpb.SimpleRequest{}, cs.callOpts...); err != nil {
+				t.Fatalf("call with oauth credentials over TLS: %v", err)
+			}
+			if got, want := receive(t, seen), `found true, method "/grpc.testing.TestService/UnaryCall", auth tls`; got != want {
+				t.Errorf("credentials saw %s, want %s", got, want)
+			}
+			if got := receive(t, e.seen).md.Get("authorization"); len(got) != 1 || got[0] != "Bearer tok" {
+				t.Errorf("server got authorization %q, want the oauth token", got)
+			}
 		})
 	}
 }
