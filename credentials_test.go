@@ -487,3 +487,62 @@ func requestScheme(t *testing.T, lean bool, creds credentials.TransportCredentia
 	}
 	return receive(t, scheme)
 }
+
+// dispatchingCreds are server credentials that take every connection away
+// from gRPC (credentials.ErrConnDispatched), handing it to dispatched.
+type dispatchingCreds struct {
+	credentials.TransportCredentials // the client side and Info: insecure's
+	dispatched                       chan net.Conn
+}
+
+func (c dispatchingCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	c.dispatched <- raw
+	return nil, nil, credentials.ErrConnDispatched
+}
+
+// TestConnDispatchedStaysOpen: a connection the server's credentials
+// dispatched away from gRPC is left open and without the handshake's
+// deadline, on both stacks: its new owner can still use it after the
+// connection timeout.
+func TestConnDispatchedStaysOpen(t *testing.T) {
+	for _, lean := range []bool{false, true} {
+		name := "grpc-server"
+		if lean {
+			name = "lean-server"
+		}
+		t.Run(name, func(t *testing.T) {
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			creds := dispatchingCreds{insecure.NewCredentials(), make(chan net.Conn, 1)}
+			const timeout = 50 * time.Millisecond
+			done := make(chan struct{})
+			if lean {
+				s := leangrpc.NewServer(leangrpc.Creds(creds), leangrpc.ConnectionTimeout(timeout))
+				go func() { defer close(done); s.Serve(lis) }()
+				defer func() { s.Stop(); <-done }()
+			} else {
+				s := grpc.NewServer(grpc.Creds(creds), grpc.ConnectionTimeout(timeout))
+				go func() { defer close(done); s.Serve(lis) }()
+				defer func() { s.Stop(); <-done }()
+			}
+			c, err := net.Dial("tcp", lis.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			taken := receive(t, creds.dispatched)
+			defer taken.Close()
+			time.Sleep(3 * timeout)
+			if _, err := c.Write([]byte("ping")); err != nil {
+				t.Fatal(err)
+			}
+			taken.SetReadDeadline(time.Now().Add(5 * time.Second))
+			buf := make([]byte, 4)
+			if _, err := io.ReadFull(taken, buf); err != nil || string(buf) != "ping" {
+				t.Fatalf("dispatched conn read %q, %v; want ping", buf, err)
+			}
+		})
+	}
+}

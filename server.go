@@ -210,12 +210,17 @@ func (s *Server) serveConn(nc net.Conn) {
 	if s.opts.creds != nil {
 		nc.SetDeadline(time.Now().Add(s.opts.connTimeout))
 		c, a, err := s.opts.creds.ServerHandshake(nc)
+		nc.SetDeadline(time.Time{})
 		if err != nil {
-			nc.Close()
+			// A conn the credentials dispatched elsewhere is theirs
+			// now: left open, as grpc-go leaves it, without the
+			// handshake's deadline.
+			if err != credentials.ErrConnDispatched {
+				nc.Close()
+			}
 			s.connWG.Done()
 			return
 		}
-		c.SetDeadline(time.Time{})
 		nc, auth = secured(nc, c), a
 	}
 	sc := &serverConn{srv: s}
