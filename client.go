@@ -160,6 +160,12 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	}
 	cc.addr = addr
 	cc.authority = addr
+	// Credentials that name the server (TLS with a ServerName) and an
+	// authority option that names another would verify one name and
+	// send the other; grpc-go refuses the pair, in these words.
+	if sn := cc.opts.creds.Info().ServerName; sn != "" && cc.opts.authority != "" && sn != cc.opts.authority {
+		return nil, fmt.Errorf("ClientConn's authority from transport creds %q and dial option %q don't match", sn, cc.opts.authority)
+	}
 	if cc.opts.authority != "" {
 		cc.authority = cc.opts.authority
 	} else if sn := cc.opts.creds.Info().ServerName; sn != "" {

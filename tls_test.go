@@ -198,3 +198,38 @@ func TestPerRPCCredsGetRequestInfo(t *testing.T) {
 		})
 	}
 }
+
+// TestAuthorityMustMatchServerName: NewClient refuses TLS credentials
+// naming one server together with WithAuthority naming another, with
+// grpc-go's error; the same name twice, or an authority with credentials
+// that name no server, are accepted.
+func TestAuthorityMustMatchServerName(t *testing.T) {
+	named := credentials.NewTLS(&tls.Config{ServerName: "x.test.example.com"})
+	unnamed := credentials.NewTLS(&tls.Config{})
+	for _, tc := range []struct {
+		name      string
+		creds     credentials.TransportCredentials
+		authority string
+	}{
+		{"mismatch", named, "y.test.example.com"},
+		{"match", named, "x.test.example.com"},
+		{"authority_only", unnamed, "y.test.example.com"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lc, lerr := leangrpc.NewClient("127.0.0.1:1", leangrpc.WithTransportCredentials(tc.creds), leangrpc.WithAuthority(tc.authority))
+			if lerr == nil {
+				lc.Close()
+			}
+			gc, gerr := grpc.NewClient("127.0.0.1:1", grpc.WithTransportCredentials(tc.creds), grpc.WithAuthority(tc.authority))
+			if gerr == nil {
+				gc.Close()
+			}
+			if (lerr == nil) != (gerr == nil) || lerr != nil && !strings.HasSuffix(gerr.Error(), lerr.Error()) {
+				t.Errorf("leangrpc: %v; grpc-go: %v", lerr, gerr)
+			}
+			if tc.name == "mismatch" && lerr == nil {
+				t.Error("mismatched authority accepted")
+			}
+		})
+	}
+}
