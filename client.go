@@ -94,7 +94,7 @@ type ClientConn struct {
 	target    string
 	addr      string
 	authority string
-	scheme    string // :scheme, "https" under transport security
+	scheme    string // :scheme, "https" under TLS credentials
 	opts      dialOptions
 	unaryInt  grpc.UnaryClientInterceptor
 	streamInt grpc.StreamClientInterceptor
@@ -182,13 +182,22 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	}
 	cc.addr = addr
 	cc.authority = addr
+	// Credentials that name the server (TLS with a ServerName) and an
+	// authority option that names another would verify one name and
+	// send the other; grpc-go refuses the pair, in these words.
+	if sn := cc.opts.creds.Info().ServerName; sn != "" && cc.opts.authority != "" && sn != cc.opts.authority {
+		return nil, fmt.Errorf("ClientConn's authority from transport creds %q and dial option %q don't match", sn, cc.opts.authority)
+	}
 	if cc.opts.authority != "" {
 		cc.authority = cc.opts.authority
 	} else if sn := cc.opts.creds.Info().ServerName; sn != "" {
 		cc.authority = sn
 	}
+	// Only TLS makes the scheme https, as in grpc-go: local credentials
+	// over loopback TCP protect nothing, and over a Unix socket what
+	// they vouch for is the channel, not an HTTPS origin.
 	cc.scheme = "http"
-	if cc.opts.creds.Info().SecurityProtocol != "insecure" {
+	if cc.opts.creds.Info().SecurityProtocol == "tls" {
 		cc.scheme = "https"
 	}
 	cc.userAgent = userAgent
@@ -263,7 +272,7 @@ func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.C
 			closeCh := cc.closeCh
 			cc.mu.Unlock()
 			if !waitForReady {
-				return nil, nil, status.Errorf(codes.Unavailable, "connection error: %v", lastErr)
+				return nil, nil, status.Errorf(codes.Unavailable, "connection error: desc = %q", lastErr)
 			}
 			t := time.NewTimer(wait)
 			select {
@@ -291,7 +300,7 @@ func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.C
 		lastErr := cc.lastErr
 		cc.mu.Unlock()
 		if failed && !waitForReady {
-			return nil, nil, status.Errorf(codes.Unavailable, "connection error: %v", lastErr)
+			return nil, nil, status.Errorf(codes.Unavailable, "connection error: desc = %q", lastErr)
 		}
 	}
 }
@@ -362,15 +371,17 @@ func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, error) {
 		var d net.Dialer
 		nc, err = d.DialContext(ctx, "tcp", cc.addr)
 	}
+	// Failures are worded as grpc-go words them, so that a status
+	// message reads the same on either stack.
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("transport: Error while dialing: %w", err)
 	}
 	var auth credentials.AuthInfo
 	raw := nc
 	nc, auth, err = cc.opts.creds.ClientHandshake(ctx, cc.authority, raw)
 	if err != nil {
 		raw.Close()
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("transport: authentication handshake failed: %w", err)
 	}
 	if err := cc.checkConnCreds(auth); err != nil {
 		nc.Close()

@@ -3,6 +3,7 @@ package leangrpc_test
 import (
 	"context"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -203,4 +204,45 @@ func TestStopEndsHandlerContexts(t *testing.T) {
 	if err := <-ended; err != context.Canceled {
 		t.Fatalf("handler context after Stop: %v, want context.Canceled", err)
 	}
+}
+
+// TestStopWhileAccepting stops servers while clients keep connecting: a
+// connection accepted as the server stops must be counted before Stop
+// waits for the connections or closed by the accept loop, never counted
+// while the wait is under way (which the race detector reports as a
+// misuse of the wait group), and nothing may be left running.
+func TestStopWhileAccepting(t *testing.T) {
+	base := runtime.NumGoroutine()
+	for range 30 {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := leangrpc.NewServer()
+		served := make(chan struct{})
+		go func() { defer close(served); s.Serve(lis) }()
+		stopDialing := make(chan struct{})
+		dialed := make(chan struct{})
+		go func() {
+			defer close(dialed)
+			for {
+				select {
+				case <-stopDialing:
+					return
+				default:
+				}
+				c, err := net.Dial("tcp", lis.Addr().String())
+				if err != nil {
+					return // the listener is closed
+				}
+				c.Close()
+			}
+		}()
+		time.Sleep(time.Millisecond)
+		s.Stop()
+		close(stopDialing)
+		<-dialed
+		<-served
+	}
+	checkGoroutines(t, base)
 }

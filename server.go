@@ -195,7 +195,18 @@ func (s *Server) Serve(lis net.Listener) error {
 			return err
 		}
 		delay = 0
+		// The count goes up under mu, where Stop and GracefulStop set
+		// stopped before they wait for it: a connection accepted as the
+		// server stops is either counted before the wait or closed here,
+		// never added while the wait is under way.
+		s.mu.Lock()
+		if s.stopped {
+			s.mu.Unlock()
+			nc.Close()
+			return nil
+		}
 		s.connWG.Add(1)
+		s.mu.Unlock()
 		go s.serveConn(nc)
 	}
 }
@@ -209,12 +220,17 @@ func (s *Server) serveConn(nc net.Conn) {
 	if s.opts.creds != nil {
 		nc.SetDeadline(time.Now().Add(s.opts.connTimeout))
 		c, a, err := s.opts.creds.ServerHandshake(nc)
+		nc.SetDeadline(time.Time{})
 		if err != nil {
-			nc.Close()
+			// A conn the credentials dispatched elsewhere is theirs
+			// now: left open, as grpc-go leaves it, without the
+			// handshake's deadline.
+			if err != credentials.ErrConnDispatched {
+				nc.Close()
+			}
 			s.connWG.Done()
 			return
 		}
-		c.SetDeadline(time.Time{})
 		nc, auth = secured(nc, c), a
 	}
 	sc := &serverConn{srv: s}

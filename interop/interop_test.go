@@ -2,7 +2,9 @@
 // interop programs and leangrpc's (interop/client, interop/server), each
 // case a separate client process against a server process on loopback.
 //
-// Directions, as subtests TestInterop/<client>_to_<server>/<case>:
+// Directions, as subtests TestInterop/<client>_to_<server>/<case> over
+// plaintext and TestInterop/tls/<client>_to_<server>/<case> over TLS
+// (grpc-go's test certificate and CA, as its interop programs default to):
 //   - grpcgo_to_grpcgo: grpc-go's binaries on both sides. It validates the
 //     harness and always runs.
 //   - shim_to_shim: this project's programs built with the grpcgo_transport
@@ -40,6 +42,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/testdata"
 )
 
 // leangrpcReady turns the directions involving leangrpc from "skip with a
@@ -80,11 +84,10 @@ var testCases = []string{
 	"channel_soak",
 }
 
-// clientArgs are passed to every client besides host, port and case. The
-// soak latency limit is generous because the test machine is shared; the
-// interop suite checks behaviour, not speed.
+// clientArgs are passed to every client besides host, port, case and the
+// security's flags. The soak latency limit is generous because the test
+// machine is shared; the interop suite checks behaviour, not speed.
 var clientArgs = []string{
-	"-use_tls=false",
 	"-soak_iterations=10",
 	"-soak_max_failures=0",
 	"-soak_per_iteration_max_acceptable_latency_ms=20000",
@@ -198,6 +201,26 @@ var (
 	shimClient   = &program{name: "shim-client", build: goBuild("github.com/leangrpc/leangrpc/interop/client", "grpcgo_transport")}
 )
 
+// security is how the connections of a run are protected: the flags of
+// grpc-go's interop server and client that choose it.
+type security struct {
+	serverArgs, clientArgs []string
+}
+
+var (
+	plaintext = security{
+		serverArgs: []string{"-use_tls=false"},
+		clientArgs: []string{"-use_tls=false"},
+	}
+	// tlsTestCA is TLS with grpc-go's defaults: the server presents
+	// testdata/server1.pem, issued by testdata/ca.pem for *.test.google.fr,
+	// which the client trusts and checks the certificate against.
+	tlsTestCA = security{
+		serverArgs: []string{"-use_tls=true"},
+		clientArgs: []string{"-use_tls=true", "-use_test_ca=true", "-server_host_override=foo.test.google.fr"},
+	}
+)
+
 type direction struct {
 	name           string
 	client, server *program
@@ -213,13 +236,22 @@ var directions = []direction{
 }
 
 func TestInterop(t *testing.T) {
+	runDirections(t, plaintext)
+	// Over TLS every direction runs again: grpc-go's pair checks the
+	// flags and certificates, the shims our programs' TLS set-up.
+	t.Run("tls", func(t *testing.T) { runDirections(t, tlsTestCA) })
+}
+
+// runDirections runs every case in every direction, as subtests
+// <client>_to_<server>/<case> of t.
+func runDirections(t *testing.T, sec security) {
 	for _, d := range directions {
 		t.Run(d.name, func(t *testing.T) {
 			if d.needsLeangrpc && !ready() {
 				t.Skipf("skipped: leangrpcReady is false (the root package is not serving yet); set LEANGRPC_INTEROP=1 to run")
 			}
 			clientBin := d.client.get(t)
-			srv := startServer(t, d.server.get(t), "-use_tls=false")
+			srv := startServer(t, d.server.get(t), sec.serverArgs...)
 			timeouts := 0
 			for _, tc := range testCases {
 				t.Run(tc, func(t *testing.T) {
@@ -228,7 +260,7 @@ func TestInterop(t *testing.T) {
 					}
 					srv.ensureRunning(t)
 					mark := srv.out.Len()
-					out, err := runClient(clientBin, srv.port, tc)
+					out, err := runClient(clientBin, srv.port, tc, sec.clientArgs...)
 					if err == nil {
 						return
 					}
@@ -243,11 +275,79 @@ func TestInterop(t *testing.T) {
 	}
 }
 
+// TestInteropTLSIsChecked checks that the TLS runs are what they claim: a
+// client that does not trust the test CA, one that expects another server
+// name, and one speaking plaintext all fail against a TLS server, with
+// each client program against each server program.
+func TestInteropTLSIsChecked(t *testing.T) {
+	if !ready() {
+		t.Skipf("skipped: leangrpcReady is false (the root package is not serving yet); set LEANGRPC_INTEROP=1 to run")
+	}
+	wrong := []struct {
+		name string
+		args []string
+		want string // in the client's output; "" for any failure
+	}{
+		{"system_roots", []string{"-use_tls=true", "-server_host_override=foo.test.google.fr"}, "certificate signed by unknown authority"},
+		{"wrong_name", []string{"-use_tls=true", "-use_test_ca=true", "-server_host_override=foo.example.com"}, "not foo.example.com"},
+		{"plaintext", []string{"-use_tls=false"}, ""},
+	}
+	for _, server := range []*program{leanServer, grpcGoServer} {
+		srv := startServer(t, server.get(t), tlsTestCA.serverArgs...)
+		for _, client := range []*program{leanClient, grpcGoClient} {
+			for _, w := range wrong {
+				t.Run(client.name+"_to_"+server.name+"/"+w.name, func(t *testing.T) {
+					out, err := runClient(client.get(t), srv.port, "empty_unary", w.args...)
+					if err == nil {
+						t.Fatalf("client with %v against a TLS server succeeded; output:\n%s", w.args, out)
+					}
+					if !bytes.Contains(out, []byte(w.want)) {
+						t.Errorf("client with %v failed (%v) without saying %q:\n%s", w.args, err, w.want, tail(out))
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestInteropTLSFiles checks the file flags: each server program presents
+// another certificate (-tls_cert_file, -tls_key_file), which each client
+// program accepts when -ca_file names its CA under -use_test_ca; without
+// -use_test_ca the file is not used, as in grpc-go, and the call fails.
+func TestInteropTLSFiles(t *testing.T) {
+	if !ready() {
+		t.Skipf("skipped: leangrpcReady is false (the root package is not serving yet); set LEANGRPC_INTEROP=1 to run")
+	}
+	serverArgs := []string{"-use_tls=true",
+		"-tls_cert_file=" + testdata.Path("x509/server1_cert.pem"),
+		"-tls_key_file=" + testdata.Path("x509/server1_key.pem")}
+	withCA := []string{"-use_tls=true", "-use_test_ca=true",
+		"-ca_file=" + testdata.Path("x509/server_ca_cert.pem"), "-server_host_override=x.test.example.com"}
+	caIgnored := []string{"-use_tls=true",
+		"-ca_file=" + testdata.Path("x509/server_ca_cert.pem"), "-server_host_override=x.test.example.com"}
+	for _, server := range []*program{leanServer, grpcGoServer} {
+		srv := startServer(t, server.get(t), serverArgs...)
+		for _, client := range []*program{leanClient, grpcGoClient} {
+			t.Run(client.name+"_to_"+server.name, func(t *testing.T) {
+				for _, tc := range []string{"empty_unary", "large_unary"} {
+					if out, err := runClient(client.get(t), srv.port, tc, withCA...); err != nil {
+						t.Errorf("%s with %v: %v\n%s", tc, withCA, err, tail(out))
+					}
+				}
+				out, err := runClient(client.get(t), srv.port, "empty_unary", caIgnored...)
+				if err == nil || !bytes.Contains(out, []byte("certificate signed by unknown authority")) {
+					t.Errorf("-ca_file without -use_test_ca: %v, want an unknown authority\n%s", err, tail(out))
+				}
+			})
+		}
+	}
+}
+
 // TestHarnessDetectsFailure checks that a failing case is reported as one:
 // grpc-go's client against a port where nothing listens must exit non-zero.
 func TestHarnessDetectsFailure(t *testing.T) {
 	clientBin := grpcGoClient.get(t)
-	out, err := runClient(clientBin, freePort(t), "empty_unary")
+	out, err := runClient(clientBin, freePort(t), "empty_unary", plaintext.clientArgs...)
 	if err == nil {
 		t.Fatalf("client against a closed port succeeded; output:\n%s", out)
 	}
@@ -258,7 +358,7 @@ func TestHarnessDetectsFailure(t *testing.T) {
 // does not implement.
 func TestClientRejectsUnknownCase(t *testing.T) {
 	srv := startServer(t, grpcGoServer.get(t), "-use_tls=false")
-	out, err := runClient(shimClient.get(t), srv.port, "no_such_case")
+	out, err := runClient(shimClient.get(t), srv.port, "no_such_case", plaintext.clientArgs...)
 	if err == nil {
 		t.Fatalf("unknown test case succeeded; output:\n%s", out)
 	}
@@ -292,12 +392,14 @@ func TestExamples(t *testing.T) {
 	}
 }
 
-// runClient runs one case in a fresh client process. The error wraps
-// context.DeadlineExceeded when the process ran out of time.
-func runClient(bin string, port int, testCase string) ([]byte, error) {
+// runClient runs one case in a fresh client process with the security
+// flags sec. The error wraps context.DeadlineExceeded when the process ran
+// out of time.
+func runClient(bin string, port int, testCase string, sec ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
 	defer cancel()
 	args := append([]string{"-server_host=127.0.0.1", "-server_port=" + strconv.Itoa(port), "-test_case=" + testCase}, clientArgs...)
+	args = append(args, sec...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()

@@ -57,6 +57,7 @@ func printCompare(w io.Writer, oldF, newF *File) {
 	writeRow(tw, []string{"leangrpc", oldF.Env.Leangrpc, newF.Env.Leangrpc})
 	writeRow(tw, []string{"cpus", fmt.Sprint(oldF.Env.CPUs), fmt.Sprint(newF.Env.CPUs)})
 	writeRow(tw, []string{"load average", fmt.Sprintf("%.1f", oldF.Env.LoadAvg), fmt.Sprintf("%.1f", newF.Env.LoadAvg)})
+	writeRow(tw, []string{"security", oldF.Env.securityLabel(), newF.Env.securityLabel()})
 	writeRow(tw, []string{"time", oldF.Env.Time, newF.Env.Time})
 	tw.Flush()
 

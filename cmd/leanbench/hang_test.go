@@ -53,7 +53,7 @@ func (b *blackhole) Stop() {
 func init() {
 	impls["blackhole"] = &impl{
 		name:      "blackhole",
-		newServer: func() grpcServer { return new(blackhole) },
+		newServer: func(*benchTLS) grpcServer { return new(blackhole) },
 		dial:      impls[stackGrpc].dial,
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/grpc"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/peer"
 )
 
 // The idle workload opens N connections, makes one RPC on each and then
@@ -106,6 +107,7 @@ func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err e
 	defer cancel()
 	common := []string{"-connections", strconv.Itoa(n), "-settle", r.opts.settle.String(), "-timeout", r.opts.timeout.String(),
 		"-compression", r.opts.compression}
+	common = append(common, r.opts.tls.childArgs()...)
 	if r.opts.memprofile != "" {
 		common = append(common, "-memprofilerate", strconv.Itoa(r.opts.memProfileRate))
 	}
@@ -192,7 +194,8 @@ type idleChildFlags struct {
 	// after each measurement (go tool pprof -sample_index=inuse_space).
 	heapProfile string
 	memRate     int
-	compression string // the compressor of each connection's RPC
+	compression string    // the compressor of each connection's RPC
+	tls         *benchTLS // nil: plaintext
 }
 
 func parseIdleChild(name string, args []string, stderr io.Writer) (*idleChildFlags, *impl, error) {
@@ -207,10 +210,16 @@ func parseIdleChild(name string, args []string, stderr io.Writer) (*idleChildFla
 	fs.StringVar(&f.heapProfile, "heapprofile", "", "write a heap profile after each measurement")
 	fs.IntVar(&f.memRate, "memprofilerate", 0, "runtime.MemProfileRate (0: leave the default)")
 	fs.StringVar(&f.compression, "compression", "", "compressor of each connection's RPC (idle-client)")
+	certFile := fs.String("tlscert", "", "TLS certificate file (with -tlskey: TLS, see leanbench -tls)")
+	keyFile := fs.String("tlskey", "", "TLS key file")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
 	if err := checkCompression(f.compression); err != nil {
+		return nil, nil, err
+	}
+	var err error
+	if f.tls, err = childTLS(*certFile, *keyFile); err != nil {
 		return nil, nil, err
 	}
 	if f.memRate > 0 {
@@ -263,7 +272,7 @@ func runIdleServer(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	raiseFileLimit()
 	// Exit on our own if the parent disappears without closing stdin.
 	time.AfterFunc(10*time.Minute, func() { os.Exit(3) })
-	srv, err := startServer(im)
+	srv, err := startServer(im, f.tls)
 	if err != nil {
 		enc.Encode(childMsg{Error: err.Error()})
 		return 0
@@ -307,7 +316,7 @@ func runIdleClient(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		}
 	}()
 	dial := func(n int) bool {
-		cs, err := dialIdle(context.Background(), im, f.addr, n, f.timeout, compressionOptions(f.compression))
+		cs, err := dialIdle(context.Background(), im, f.addr, n, f.timeout, f.tls, compressionOptions(f.compression))
 		closers = append(closers, cs...)
 		if err != nil {
 			enc.Encode(childMsg{Error: err.Error()})
@@ -323,10 +332,11 @@ func runIdleClient(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	return 0
 }
 
-// dialIdle opens n connections to addr and makes one unary RPC on each,
-// each bounded by rpcTimeout. It returns the close functions of the
-// connections it opened, also on error.
-func dialIdle(ctx context.Context, im *impl, addr string, n int, rpcTimeout time.Duration, callOpts []grpc.CallOption) ([]func() error, error) {
+// dialIdle opens n connections to addr (over TLS when sec is not nil) and
+// makes one unary RPC on each with callOpts, each bounded by rpcTimeout.
+// It returns the close functions of the connections it opened, also on
+// error.
+func dialIdle(ctx context.Context, im *impl, addr string, n int, rpcTimeout time.Duration, sec *benchTLS, callOpts []grpc.CallOption) ([]func() error, error) {
 	closers := make([]func() error, n)
 	var firstErr errBox
 	var wg sync.WaitGroup
@@ -346,15 +356,20 @@ func dialIdle(ctx context.Context, im *impl, addr string, n int, rpcTimeout time
 							err = fmt.Errorf("%s client panicked: %v", im.name, p)
 						}
 					}()
-					cc, closeFn, err := dialSafe(im, addr)
+					cc, closeFn, err := dialSafe(im, addr, sec)
 					if err != nil {
 						return err
 					}
 					closers[i] = closeFn
 					rctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 					defer cancel()
-					if _, err := testpb.NewBenchmarkServiceClient(cc).UnaryCall(rctx, req, callOpts...); err != nil {
+					var p peer.Peer
+					opts := append(callOpts[:len(callOpts):len(callOpts)], grpc.Peer(&p))
+					if _, err := testpb.NewBenchmarkServiceClient(cc).UnaryCall(rctx, req, opts...); err != nil {
 						return fmt.Errorf("connection %d: UnaryCall: %w", i, err)
+					}
+					if err := checkPeerSecurity(&p, sec); err != nil {
+						return fmt.Errorf("connection %d: %w", i, err)
 					}
 					return nil
 				}()

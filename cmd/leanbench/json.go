@@ -36,6 +36,18 @@ type Env struct {
 	// LoadAvg is the 1-minute load average when leanbench started (Linux):
 	// figures taken on a machine with load above its CPU count are noisy.
 	LoadAvg float64 `json:"loadAvg,omitempty"`
+	// Security is how the connections were protected: "TLS 1.3, ECDSA
+	// P-256" under -tls, empty for plaintext (and in files from before
+	// -tls existed).
+	Security string `json:"security,omitempty"`
+}
+
+// securityLabel names e's connection security for people.
+func (e Env) securityLabel() string {
+	if e.Security == "" {
+		return "plaintext"
+	}
+	return e.Security
 }
 
 // Result is one run: one stack, workload, shape and round. Throughput runs

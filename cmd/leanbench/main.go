@@ -49,6 +49,7 @@ type options struct {
 	// compression is the compressor every stack's client sends with
 	// (grpc.UseCompressor), "" for none; the servers answer in kind.
 	compression string
+	tls         *benchTLS // nil: plaintext
 }
 
 // runner executes a plan and collects its results.
@@ -98,6 +99,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile after each measured run, and FILE.base before it (go tool pprof -base FILE.base FILE); idle: a heap profile of each child after measuring (FILE.STACK.server, FILE.STACK.client)")
 	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate while profiling (0: leave the default)")
 	fs.StringVar(&o.compression, "compression", "", "compressor every client's calls use (grpc.UseCompressor), e.g. gzip; the servers answer in kind (default none)")
+	useTLS := fs.Bool("tls", false, "every stack and workload over TLS ("+tlsDescription+", a certificate made at start, grpc-go's credentials.NewTLS on both stacks)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: leanbench [flags]\n       leanbench compare OLD.json NEW.json\n\n"+
 			"Without -workloads, -reqSizeBytes, -respSizeBytes, -maxConcurrentCalls and\n"+
@@ -148,10 +150,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "leanbench: no workload flags, running the quick suite")
 	}
 
+	if *useTLS {
+		dir, err := os.MkdirTemp("", "leanbench-tls-")
+		if err != nil {
+			fmt.Fprintf(stderr, "leanbench: %v\n", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if o.tls, err = newBenchTLS(dir); err != nil {
+			fmt.Fprintf(stderr, "leanbench: -tls: %v\n", err)
+			return 1
+		}
+	}
+
 	// The environment, and the load average in particular, as it was
 	// before leanbench added its own load.
 	env := currentEnv(args)
 	env.Compression = o.compression
+	if o.tls != nil {
+		env.Security = tlsDescription
+	}
 	if env.LoadAvg > float64(env.CPUs) {
 		fmt.Fprintf(stderr, "leanbench: the machine is busy (load average %.1f on %d CPUs); ops/s and latency will be noisy\n", env.LoadAvg, env.CPUs)
 	}

@@ -139,8 +139,8 @@ func (f *footnotes) ref(stackName string, c config, err string) string {
 // printReport writes the results tables: one for the throughput workloads,
 // one for idle, each with one row per config.
 func printReport(w io.Writer, env Env, plan []config, stacks []stack, results []Result) {
-	fmt.Fprintf(w, "leanbench: %s %s/%s, %d CPUs (GOMAXPROCS %d), load average %.1f at start, grpc-go %s, leangrpc %s, %s\n",
-		env.Go, env.GOOS, env.GOARCH, env.CPUs, env.GOMAXPROCS, env.LoadAvg, env.GrpcGo, env.Leangrpc, env.Time)
+	fmt.Fprintf(w, "leanbench: %s %s/%s, %d CPUs (GOMAXPROCS %d), load average %.1f at start, grpc-go %s, leangrpc %s, %s, %s\n",
+		env.Go, env.GOOS, env.GOARCH, env.CPUs, env.GOMAXPROCS, env.LoadAvg, env.GrpcGo, env.Leangrpc, env.securityLabel(), env.Time)
 	if env.Compression != "" {
 		fmt.Fprintf(w, "compression: %s (every client's calls, grpc.UseCompressor; the servers answer in kind)\n", env.Compression)
 	}

@@ -14,13 +14,14 @@ import (
 	"github.com/leangrpc/leangrpc"
 )
 
-// impl is one gRPC implementation: how to make its server and its client.
+// impl is one gRPC implementation: how to make its server and its client,
+// over TLS when sec is not nil.
 type impl struct {
 	name      string
-	newServer func() grpcServer
+	newServer func(sec *benchTLS) grpcServer
 	// dial returns a client connection for addr ("host:port") and the
 	// function that closes it.
-	dial func(addr string) (grpc.ClientConnInterface, func() error, error)
+	dial func(addr string, sec *benchTLS) (grpc.ClientConnInterface, func() error, error)
 }
 
 // grpcServer is what both grpc.Server and leangrpc.Server provide.
@@ -32,10 +33,12 @@ type grpcServer interface {
 
 var impls = map[string]*impl{
 	"leangrpc": {
-		name:      "leangrpc",
-		newServer: func() grpcServer { return leangrpc.NewServer() },
-		dial: func(addr string) (grpc.ClientConnInterface, func() error, error) {
-			cc, err := leangrpc.NewClient(addr)
+		name: "leangrpc",
+		newServer: func(sec *benchTLS) grpcServer {
+			return leangrpc.NewServer(leanServerCreds(sec)...)
+		},
+		dial: func(addr string, sec *benchTLS) (grpc.ClientConnInterface, func() error, error) {
+			cc, err := leangrpc.NewClient(addr, leanClientCreds(sec)...)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -45,10 +48,12 @@ var impls = map[string]*impl{
 	// leangrpc with pooled reads switched off on both sides (one read
 	// buffer per connection for its life), to measure what pooling costs.
 	stackLeanNoPool: {
-		name:      stackLeanNoPool,
-		newServer: func() grpcServer { return leangrpc.NewServer(leangrpc.ReadBufferPooling(false)) },
-		dial: func(addr string) (grpc.ClientConnInterface, func() error, error) {
-			cc, err := leangrpc.NewClient(addr, leangrpc.WithReadBufferPooling(false))
+		name: stackLeanNoPool,
+		newServer: func(sec *benchTLS) grpcServer {
+			return leangrpc.NewServer(append(leanServerCreds(sec), leangrpc.ReadBufferPooling(false))...)
+		},
+		dial: func(addr string, sec *benchTLS) (grpc.ClientConnInterface, func() error, error) {
+			cc, err := leangrpc.NewClient(addr, append(leanClientCreds(sec), leangrpc.WithReadBufferPooling(false))...)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -56,16 +61,42 @@ var impls = map[string]*impl{
 		},
 	},
 	"grpc-go": {
-		name:      "grpc-go",
-		newServer: func() grpcServer { return grpc.NewServer() },
-		dial: func(addr string) (grpc.ClientConnInterface, func() error, error) {
-			cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		name: "grpc-go",
+		newServer: func(sec *benchTLS) grpcServer {
+			var opts []grpc.ServerOption
+			if sec != nil {
+				opts = append(opts, grpc.Creds(sec.serverCreds()))
+			}
+			return grpc.NewServer(opts...)
+		},
+		dial: func(addr string, sec *benchTLS) (grpc.ClientConnInterface, func() error, error) {
+			creds := sec.clientCreds()
+			if creds == nil {
+				creds = insecure.NewCredentials()
+			}
+			cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(creds))
 			if err != nil {
 				return nil, nil, err
 			}
 			return cc, cc.Close, nil
 		},
 	},
+}
+
+// leanServerCreds and leanClientCreds are the options that put a leangrpc
+// server or client on sec's TLS; none for plaintext.
+func leanServerCreds(sec *benchTLS) []leangrpc.ServerOption {
+	if sec == nil {
+		return nil
+	}
+	return []leangrpc.ServerOption{leangrpc.Creds(sec.serverCreds())}
+}
+
+func leanClientCreds(sec *benchTLS) []leangrpc.DialOption {
+	if sec == nil {
+		return nil
+	}
+	return []leangrpc.DialOption{leangrpc.WithTransportCredentials(sec.clientCreds())}
 }
 
 // stack is a client implementation talking to a server implementation.
@@ -129,13 +160,14 @@ type runningServer struct {
 }
 
 // startServer starts a BenchmarkService server of implementation im on a
-// loopback port. A Serve that fails at once is reported as an error.
-func startServer(im *impl) (*runningServer, error) {
+// loopback port, over TLS when sec is not nil. A Serve that fails at once
+// is reported as an error.
+func startServer(im *impl, sec *benchTLS) (*runningServer, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	srv, err := newServerSafe(im)
+	srv, err := newServerSafe(im, sec)
 	if err != nil {
 		lis.Close()
 		return nil, err
@@ -169,25 +201,26 @@ func startServer(im *impl) (*runningServer, error) {
 	return rs, nil
 }
 
-func newServerSafe(im *impl) (srv grpcServer, err error) {
+func newServerSafe(im *impl, sec *benchTLS) (srv grpcServer, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%s: server setup panicked: %v", im.name, r)
 		}
 	}()
-	srv = im.newServer()
+	srv = im.newServer(sec)
 	testpb.RegisterBenchmarkServiceServer(srv, benchService{})
 	return srv, nil
 }
 
-// dialSafe dials addr with im, turning a panic into an error.
-func dialSafe(im *impl, addr string) (cc grpc.ClientConnInterface, closeFn func() error, err error) {
+// dialSafe dials addr with im (over TLS when sec is not nil), turning a
+// panic into an error.
+func dialSafe(im *impl, addr string, sec *benchTLS) (cc grpc.ClientConnInterface, closeFn func() error, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%s: dial panicked: %v", im.name, r)
 		}
 	}()
-	cc, closeFn, err = im.dial(addr)
+	cc, closeFn, err = im.dial(addr, sec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s client: %w", im.name, err)
 	}

@@ -162,6 +162,7 @@ func (r *runner) runThroughput(st stack, cfg config, round int) Result {
 		"-benchtime", r.opts.benchtime.String(), "-warmup", r.opts.warmup.String(), "-timeout", r.opts.timeout.String(),
 		"-compression", r.opts.compression,
 	}
+	args = append(args, r.opts.tls.childArgs()...)
 	base := r.profileBase(st, cfg, round)
 	if r.opts.cpuprofile != "" {
 		args = append(args, "-cpuprofile", withSuffix(r.opts.cpuprofile, base))
@@ -229,10 +230,18 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.memprofile, "memprofile", "", "allocation profile file")
 	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate")
 	fs.StringVar(&o.compression, "compression", "", "compressor of the client's calls")
+	certFile := fs.String("tlscert", "", "TLS certificate file (with -tlskey: TLS, see leanbench -tls)")
+	keyFile := fs.String("tlskey", "", "TLS key file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	enc := json.NewEncoder(stdout)
+	sec, err := childTLS(*certFile, *keyFile)
+	if err != nil {
+		enc.Encode(childMsg{Error: err.Error()})
+		return 2
+	}
+	o.tls = sec
 	sts, err := parseStacks(*stackName)
 	if err != nil || len(sts) != 1 || cfg.concurrency < 1 || cfg.connections < 1 || checkCompression(o.compression) != nil {
 		enc.Encode(childMsg{Error: fmt.Sprintf("run-one: bad arguments %q", args)})
@@ -271,7 +280,7 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 // measureThroughput runs one workload in this process, client and server
 // together, and measures it.
 func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
-	srv, err := startServer(st.server)
+	srv, err := startServer(st.server, r.opts.tls)
 	if err != nil {
 		return nil, err
 	}
@@ -294,12 +303,22 @@ func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
 		}
 	}()
 	for i := range conns {
-		cc, closeFn, err := dialSafe(st.client, srv.addr)
+		cc, closeFn, err := dialSafe(st.client, srv.addr, r.opts.tls)
 		if err != nil {
 			return nil, err
 		}
 		conns[i] = cc
 		closers = append(closers, closeFn)
+		if r.opts.tls != nil {
+			// One call more per connection before the warmup, under -tls
+			// only: plaintext runs stay as they were.
+			ctx, cancel := context.WithTimeout(context.Background(), r.opts.timeout)
+			err = checkConnSecurity(ctx, cc, r.opts.tls)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("%s connection %d: %w", st.name, i, err)
+			}
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

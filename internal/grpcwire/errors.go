@@ -3,6 +3,8 @@ package grpcwire
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"time"
 
 	"github.com/leangrpc/leangrpc/internal/h2conn"
@@ -43,6 +45,11 @@ func StreamStatusError(ctx context.Context, err error) error {
 			if he.Reason != "" {
 				msg += ": " + he.Reason
 			}
+			if causeWorthShowing(he.Cause) {
+				// A TLS alert (a certificate the peer refused) or a
+				// reset says why; a plain end of stream says nothing.
+				msg += ": " + he.Cause.Error()
+			}
 			return &statusError{st: status.New(codes.Unavailable, msg), cause: errors.Join(err, ErrConnClosed)}
 		case he.Unprocessed:
 			return &statusError{st: status.New(codes.Unavailable, "stream refused by the server: "+he.Code.String()), cause: err}
@@ -64,4 +71,10 @@ func deadlinePassed(ctx context.Context) bool {
 	}
 	d, ok := ctx.Deadline()
 	return ok && !time.Now().Before(d)
+}
+
+// causeWorthShowing reports whether the I/O error that ended a connection
+// tells the caller more than "connection closed".
+func causeWorthShowing(err error) bool {
+	return err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, net.ErrClosed)
 }

@@ -4,15 +4,15 @@ package main
 
 import (
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 )
 
 const transportName = "grpc-go"
 
-// dial creates a plaintext grpc-go client connection to target. This build
+// dial creates a grpc-go client connection to target. This build
 // exists to test the client program itself, not leangrpc.
-func dial(target string) (clientConn, error) {
-	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func dial(target string, creds credentials.TransportCredentials) (clientConn, error) {
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, err
 	}

@@ -3,16 +3,16 @@
 package main
 
 import (
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/leangrpc/leangrpc"
 )
 
 const transportName = "leangrpc"
 
-// dial creates a plaintext leangrpc client connection to target.
-func dial(target string) (clientConn, error) {
-	cc, err := leangrpc.NewClient(target, leangrpc.WithTransportCredentials(insecure.NewCredentials()))
+// dial creates a leangrpc client connection to target.
+func dial(target string, creds credentials.TransportCredentials) (clientConn, error) {
+	cc, err := leangrpc.NewClient(target, leangrpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, err
 	}

@@ -11,8 +11,11 @@
 // Exit status is 0 when the case passed and non-zero otherwise; the failing
 // check is printed on stderr.
 //
-// Only plaintext is supported for now: -use_tls=true and the credential
-// based cases exit with an error.
+// Plaintext, or TLS with -use_tls as in grpc-go's client: -use_test_ca
+// trusts grpc-go's test CA (testdata/ca.pem, or -ca_file) instead of the
+// system roots, and -server_host_override names the server the certificate
+// must be valid for. ALTS and the cases that need call credentials are not
+// supported.
 //
 // Built with the grpcgo_transport tag, the same program runs on grpc-go's
 // transport instead; the interop test suite uses that build to check this
@@ -21,6 +24,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"log"
@@ -32,9 +37,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/interop"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/testdata"
 
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -45,7 +53,10 @@ var (
 	serverPort = flag.Int("server_port", 10000, "The server port number")
 	testCase   = flag.String("test_case", "large_unary", "The test case to run: "+strings.Join(caseNames(), ", "))
 
-	useTLS             = flag.Bool("use_tls", false, "Connection uses TLS if true (not supported yet)")
+	useTLS             = flag.Bool("use_tls", false, "Connection uses TLS if true")
+	useTestCA          = flag.Bool("use_test_ca", false, "Whether to replace platform root CAs with test CA as the CA root")
+	caFile             = flag.String("ca_file", "", "The file containing the CA root cert file; with -use_test_ca, empty means grpc-go's testdata/ca.pem")
+	tlsServerName      = flag.String("server_host_override", "", "The server name used to verify the hostname returned by TLS handshake if it is not empty. Otherwise, --server_host is used.")
 	additionalMetadata = flag.String("additional_metadata", "", "Additional metadata to send in each request, as a semicolon-separated list of key:value pairs")
 
 	soakIterations            = flag.Int("soak_iterations", 10, "Iterations of rpc_soak and channel_soak")
@@ -62,10 +73,7 @@ var (
 // same command lines work, and ignores. Those that would change what the
 // case means are rejected in checkIgnored when set.
 var (
-	_                     = flag.Bool("use_alts", false, "Ignored: ALTS is not supported")
-	_                     = flag.String("ca_file", "", "Ignored: TLS is not supported yet")
-	_                     = flag.Bool("use_test_ca", false, "Ignored: TLS is not supported yet")
-	_                     = flag.String("server_host_override", "", "Ignored: TLS is not supported yet")
+	useALTS               = flag.Bool("use_alts", false, "Not supported: must be false")
 	_                     = flag.String("alts_handshaker_service_address", "", "Ignored: ALTS is not supported")
 	_                     = flag.String("service_account_key_file", "", "Ignored: call credentials are not supported yet")
 	_                     = flag.String("oauth_scope", "", "Ignored: call credentials are not supported yet")
@@ -77,7 +85,7 @@ var (
 
 // cases maps each supported test case name to its implementation. It is the
 // 16 plaintext cases of the interop test descriptions.
-var cases = map[string]func(ctx context.Context, cc grpc.ClientConnInterface, target string) error{
+var cases = map[string]func(ctx context.Context, cc grpc.ClientConnInterface, target string, dial dialFunc) error{
 	"empty_unary":                 wrap(interop.DoEmptyUnaryCall),
 	"large_unary":                 wrap(interop.DoLargeUnaryCall),
 	"client_streaming":            wrap(interop.DoClientStreaming),
@@ -91,18 +99,18 @@ var cases = map[string]func(ctx context.Context, cc grpc.ClientConnInterface, ta
 	"special_status_message":      wrap(interop.DoSpecialStatusMessage),
 	"custom_metadata":             wrap(interop.DoCustomMetadata),
 	"unimplemented_method":        doUnimplementedMethod,
-	"unimplemented_service": func(ctx context.Context, cc grpc.ClientConnInterface, _ string) error {
+	"unimplemented_service": func(ctx context.Context, cc grpc.ClientConnInterface, _ string, _ dialFunc) error {
 		interop.DoUnimplementedService(ctx, testgrpc.NewUnimplementedServiceClient(cc))
 		return nil
 	},
-	"rpc_soak": func(ctx context.Context, cc grpc.ClientConnInterface, target string) error {
+	"rpc_soak": func(ctx context.Context, cc grpc.ClientConnInterface, target string, _ dialFunc) error {
 		return doSoak(ctx, soakConfigFromFlags(target), func() (grpc.ClientConnInterface, func(), error) {
 			return cc, func() {}, nil
 		})
 	},
-	"channel_soak": func(ctx context.Context, _ grpc.ClientConnInterface, target string) error {
+	"channel_soak": func(ctx context.Context, _ grpc.ClientConnInterface, target string, connect dialFunc) error {
 		return doSoak(ctx, soakConfigFromFlags(target), func() (grpc.ClientConnInterface, func(), error) {
-			c, err := dial(target)
+			c, err := connect(target)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -113,8 +121,8 @@ var cases = map[string]func(ctx context.Context, cc grpc.ClientConnInterface, ta
 
 // wrap adapts one of grpc-go's interop.Do functions, which exit the process
 // through grpclog's Fatal when a check fails, to the shape of cases.
-func wrap(do func(context.Context, testgrpc.TestServiceClient, ...grpc.CallOption)) func(context.Context, grpc.ClientConnInterface, string) error {
-	return func(ctx context.Context, cc grpc.ClientConnInterface, _ string) error {
+func wrap(do func(context.Context, testgrpc.TestServiceClient, ...grpc.CallOption)) func(context.Context, grpc.ClientConnInterface, string, dialFunc) error {
+	return func(ctx context.Context, cc grpc.ClientConnInterface, _ string, _ dialFunc) error {
 		do(ctx, testgrpc.NewTestServiceClient(cc))
 		return nil
 	}
@@ -154,7 +162,12 @@ func run() error {
 	if *serverPort != 0 {
 		target = net.JoinHostPort(*serverHost, strconv.Itoa(*serverPort))
 	}
-	cc, err := dial(target)
+	creds, err := transportCredentials()
+	if err != nil {
+		return err
+	}
+	connect := func(target string) (clientConn, error) { return dial(target, creds) }
+	cc, err := connect(target)
 	if err != nil {
 		return fmt.Errorf("%s NewClient(%q): %w", transportName, target, err)
 	}
@@ -167,14 +180,41 @@ func run() error {
 		}
 		conn = &metadataConn{ClientConnInterface: cc, md: md}
 	}
-	return do(context.Background(), conn, target)
+	return do(context.Background(), conn, target, connect)
+}
+
+// transportCredentials returns the credentials the flags ask for, built as
+// grpc-go's interop client builds them.
+func transportCredentials() (credentials.TransportCredentials, error) {
+	if !*useTLS {
+		return insecure.NewCredentials(), nil
+	}
+	var roots *x509.CertPool // nil: the system's roots
+	if *useTestCA {
+		file := *caFile
+		if file == "" {
+			file = testdata.Path("ca.pem")
+		}
+		pem, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("reading the root certificate file: %w", err)
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("no certificate in %s", file)
+		}
+	}
+	if *tlsServerName != "" {
+		return credentials.NewClientTLSFromCert(roots, *tlsServerName), nil
+	}
+	return credentials.NewTLS(&tls.Config{RootCAs: roots}), nil
 }
 
 // checkFlags rejects the flag values this client cannot honour, rather than
 // running a different test than the one asked for.
 func checkFlags() error {
-	if *useTLS {
-		return fmt.Errorf("-use_tls=true: TLS is not supported by this client yet")
+	if *useALTS {
+		return fmt.Errorf("-use_alts=true: ALTS is not supported by this client")
 	}
 	if *customCredentialsType != "" {
 		return fmt.Errorf("-custom_credentials_type=%q: not supported", *customCredentialsType)
@@ -192,10 +232,14 @@ type clientConn interface {
 	Close() error
 }
 
+// dialFunc creates a client connection to target with the credentials the
+// flags asked for; channel_soak makes one per iteration.
+type dialFunc func(target string) (clientConn, error)
+
 // doUnimplementedMethod calls a method that TestService does not implement
 // and expects Unimplemented. grpc-go's DoUnimplementedMethod takes a
 // *grpc.ClientConn, so this is the same check over any ClientConnInterface.
-func doUnimplementedMethod(ctx context.Context, cc grpc.ClientConnInterface, _ string) error {
+func doUnimplementedMethod(ctx context.Context, cc grpc.ClientConnInterface, _ string, _ dialFunc) error {
 	err := cc.Invoke(ctx, "/grpc.testing.TestService/UnimplementedCall", &testpb.Empty{}, &testpb.Empty{})
 	if err == nil {
 		return fmt.Errorf("Invoke(UnimplementedCall) succeeded, want code %v", codes.Unimplemented)

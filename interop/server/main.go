@@ -8,7 +8,10 @@
 // answer an unknown service with Unimplemented.
 //
 // It listens on -host (127.0.0.1 by default, loopback only) and -port, and
-// stops gracefully on SIGINT or SIGTERM. Only plaintext is supported for now.
+// stops gracefully on SIGINT or SIGTERM. With -use_tls it serves TLS with
+// grpc-go's credentials, by default with grpc-go's test certificate
+// (testdata/server1.pem, valid for *.test.google.fr), as grpc-go's server
+// does.
 //
 // Built with the grpcgo_transport tag, the same program runs on grpc-go's
 // transport instead; the interop test suite uses that build to check this
@@ -26,24 +29,26 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/interop"
+	"google.golang.org/grpc/testdata"
 
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 )
 
 var (
-	host   = flag.String("host", "127.0.0.1", "The address to listen on; keep it a loopback address")
-	port   = flag.Int("port", 10000, "The server port; 0 picks a free one, printed on stderr")
-	useTLS = flag.Bool("use_tls", false, "Connection uses TLS if true (not supported yet)")
+	host     = flag.String("host", "127.0.0.1", "The address to listen on; keep it a loopback address")
+	port     = flag.Int("port", 10000, "The server port; 0 picks a free one, printed on stderr")
+	useTLS   = flag.Bool("use_tls", false, "Connection uses TLS if true, else plain TCP")
+	certFile = flag.String("tls_cert_file", "", "The TLS cert file; empty means grpc-go's testdata/server1.pem")
+	keyFile  = flag.String("tls_key_file", "", "The TLS key file; empty means grpc-go's testdata/server1.key")
 
 	// maxStreams gives the server a finite SETTINGS_MAX_CONCURRENT_STREAMS,
 	// which h2spec needs to test the limit.
 	maxStreams = flag.Uint("max_concurrent_streams", 0, "Streams each client may open at once; 0 keeps the library default")
 
-	// Accepted so that grpc-go's command lines work; TLS and ALTS are not
-	// supported, so a non-empty value only matters together with -use_tls.
-	_       = flag.String("tls_cert_file", "", "Ignored: TLS is not supported yet")
-	_       = flag.String("tls_key_file", "", "Ignored: TLS is not supported yet")
+	// Accepted so that grpc-go's command lines work; ALTS is not
+	// supported, so the address only matters together with -use_alts.
 	_       = flag.String("alts_handshaker_service_address", "", "Ignored: ALTS is not supported")
 	useALTS = flag.Bool("use_alts", false, "Connection uses ALTS if true (not supported)")
 )
@@ -64,14 +69,24 @@ func main() {
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	log.SetPrefix("interop server (" + transportName + "): ")
-	if *useTLS || *useALTS {
-		log.Fatalf("-use_tls / -use_alts: only plaintext is supported yet")
+	if *useTLS && *useALTS {
+		log.Fatalf("-use_tls and -use_alts cannot be both set to true")
+	}
+	if *useALTS {
+		log.Fatalf("-use_alts: ALTS is not supported")
+	}
+	var creds credentials.TransportCredentials
+	if *useTLS {
+		var err error
+		if creds, err = serverTLS(*certFile, *keyFile); err != nil {
+			log.Fatalf("TLS credentials: %v", err)
+		}
 	}
 	lis, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
 		log.Fatalf("listen: %v", err)
 	}
-	s := newServer(uint32(*maxStreams))
+	s := newServer(uint32(*maxStreams), creds)
 	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
 
 	sig := make(chan os.Signal, 1)
@@ -88,4 +103,18 @@ func main() {
 	if err := s.Serve(lis); err != nil {
 		log.Fatalf("Serve: %v", err)
 	}
+}
+
+// serverTLS returns grpc-go's TLS credentials for the key pair in certFile
+// and keyFile, defaulting to grpc-go's test certificate as its interop
+// server does. grpc-go's credentials offer ALPN "h2" and refuse a client
+// that negotiates none.
+func serverTLS(certFile, keyFile string) (credentials.TransportCredentials, error) {
+	if certFile == "" {
+		certFile = testdata.Path("server1.pem")
+	}
+	if keyFile == "" {
+		keyFile = testdata.Path("server1.key")
+	}
+	return credentials.NewServerTLSFromFile(certFile, keyFile)
 }
