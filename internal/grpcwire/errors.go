@@ -36,17 +36,17 @@ func StreamStatusError(ctx context.Context, err error) error {
 			if he.Reason != "" {
 				msg += ": " + he.Reason
 			}
-			return &statusError{st: status.New(codes.Unavailable, msg), cause: errors.Join(err, ErrConnClosed)}
+			return newStatusError(status.New(codes.Unavailable, msg), errors.Join(err, ErrConnClosed))
 		case he.Unprocessed:
-			return &statusError{st: status.New(codes.Unavailable, "stream refused by the server: "+he.Code.String()), cause: err}
+			return newStatusError(status.New(codes.Unavailable, "stream refused by the server: "+he.Code.String()), err)
 		case he.Initiator == h2conn.InitiatorPeer:
-			return &statusError{st: RSTStatus(he.Code, deadlinePassed(ctx)), cause: err}
+			return newStatusError(RSTStatus(he.Code, deadlinePassed(ctx)), err)
 		default:
-			return &statusError{st: status.Newf(RSTCode(he.Code, false), "stream error: %v", err), cause: err}
+			return newStatusError(status.Newf(RSTCode(he.Code, false), "stream error: %v", err), err)
 		}
 	}
 	if errors.Is(err, h2conn.ErrGoingAway) {
-		return &statusError{st: status.New(codes.Unavailable, "connection is going away"), cause: err}
+		return newStatusError(status.New(codes.Unavailable, "connection is going away"), err)
 	}
 	return ToStatusError(err)
 }
