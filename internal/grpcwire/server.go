@@ -3,6 +3,7 @@ package grpcwire
 import (
 	"context"
 	"io"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -373,7 +374,7 @@ func (s *ServerStream) recvEntered() (Message, error) {
 }
 
 // Finish sends the status with the trailers set so far (a Trailers-Only
-// response when no headers were sent), resets the stream with NO_ERROR if
+// response when no headers were sent or set), resets the stream with NO_ERROR if
 // the client has not half-closed, ends the context, and releases the
 // stream's resources once no SendMsg or RecvMsg uses them; those fail from
 // now on with the context's status (Canceled), as grpc-go's do after the
@@ -395,6 +396,13 @@ func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
 	// recvEOF is the receiver's: read it only when no receive runs. A
 	// receive that runs is woken by the reset below.
 	recvDone := !s.recvIn && s.recvEOF
+	if !s.headerSent && len(s.header) > 0 && (httpStatus == 0 || httpStatus == http.StatusOK) {
+		// Headers the handler set go out in a HEADERS frame of their own
+		// ahead of the trailers, as grpc-go sends them, rather than as a
+		// Trailers-Only response, whose fields a client takes for trailers
+		// only. Both leave in one write.
+		s.sendHeaderHoldLocked(true) // an error shows again in WriteTrailers
+	}
 	fb := fieldBufs.Get().(*fieldBuf)
 	fields := AppendTrailers(fb[:0], !s.headerSent, httpStatus, s.Req.ContentSubtype, st, s.trailer)
 	s.headerSent = true
