@@ -158,6 +158,9 @@ func (s *ClientStream) SendMsg(m any, last bool) error {
 		return err
 	}
 	if err := s.st.WriteData(b, last); err != nil { // takes ownership of b
+		if err == h2conn.ErrConcurrentWrite {
+			return errConcurrentSend // misuse, not the end of the call
+		}
 		return io.EOF
 	}
 	return nil

@@ -22,6 +22,9 @@ func StreamStatusError(ctx context.Context, err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
+	if err == h2conn.ErrConcurrentWrite {
+		return errConcurrentSend
+	}
 	if ctx != nil && ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()
 	}
@@ -58,3 +61,9 @@ func deadlinePassed(ctx context.Context) bool {
 	d, ok := ctx.Deadline()
 	return ok && !time.Now().Before(d)
 }
+
+// errConcurrentSend is what a SendMsg gets when another goroutine's SendMsg
+// on the same stream has not returned (misuse: grpc-go documents SendMsg
+// as unsafe to call from several goroutines at once). That message is not
+// cut short; this one is not sent.
+var errConcurrentSend = status.Error(codes.Internal, "leangrpc: SendMsg called while another SendMsg on the stream is in progress")

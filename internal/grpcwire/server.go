@@ -412,6 +412,12 @@ func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
 	err := s.st.WriteTrailers(fields)
 	clear(fb[:])
 	fieldBufs.Put(fb)
+	if err == h2conn.ErrConcurrentWrite {
+		// A SendMsg from a goroutine the handler left behind still waits
+		// for window: the status cannot follow its message, so the stream
+		// ends with a reset.
+		s.st.Reset(h2frame.ErrCodeInternal)
+	}
 	if err == nil && !recvDone {
 		select {
 		case <-s.st.Done():
