@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/grpclog"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 )
@@ -213,10 +214,26 @@ func WithDefaultCallOptions(cos ...grpc.CallOption) DialOption {
 	return dialOptionFunc(func(o *dialOptions) { o.callOpts = append(o.callOpts, cos...) })
 }
 
-// WithKeepaliveParams sets the client's keepalive pings.
+// WithKeepaliveParams sets the client's keepalive pings. A Time under
+// 10 s (zero included) is raised to 10 s with a warning logged through
+// grpclog, as grpc-go does: servers police frequent pings (grpc-go's
+// default policy answers pings closer than 5 minutes apart, from the
+// third, with GOAWAY too_many_pings), and a client pinging faster than any
+// server allows would lose its connections.
 func WithKeepaliveParams(kp keepalive.ClientParameters) DialOption {
+	if kp.Time < minKeepaliveTime {
+		logger.Warningf("Adjusting keepalive ping interval to minimum period of %v", minKeepaliveTime)
+		kp.Time = minKeepaliveTime
+	}
 	return dialOptionFunc(func(o *dialOptions) { o.kp = kp })
 }
+
+// minKeepaliveTime is the shortest client keepalive Time, grpc-go's.
+const minKeepaliveTime = 10 * time.Second
+
+// logger logs what grpc-go logs, through grpclog, so that the same
+// settings (GRPC_GO_LOG_SEVERITY_LEVEL, grpclog.SetLoggerV2) govern it.
+var logger = grpclog.Component("leangrpc")
 
 // WithInitialWindowSize sets the stream receive window.
 func WithInitialWindowSize(n int32) DialOption {
