@@ -122,12 +122,19 @@ func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInf
 	if ci.authority != "" {
 		req.Authority = ci.authority
 	}
-	if md, ok := metadata.FromOutgoingContext(ctx); ok {
-		req.MD = md
+	// Metadata that cannot be sent fails the call before anything is
+	// sent, as grpc-go's client does.
+	md, err := grpcwire.OutgoingMD(ctx)
+	if err != nil {
+		return req, err
 	}
+	req.MD = md
 	if len(cc.opts.perRPC) > 0 || ci.perRPC != nil {
 		if err := cc.addPerRPCCreds(ctx, &req, ci); err != nil {
 			return req, err
+		}
+		if err := grpcwire.ValidateMD(req.MD); err != nil {
+			return req, err // the credentials' metadata
 		}
 	}
 	return req, nil

@@ -1,0 +1,149 @@
+package leangrpc_test
+
+import (
+	"context"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// TestOutgoingMetadataValidated: a client refuses outgoing metadata that
+// cannot be sent with Internal and grpc-go's message, before anything is
+// sent; keys the metadata helpers lowercase are sent lowercased, and a
+// -bin value may hold any bytes.
+func TestOutgoingMetadataValidated(t *testing.T) {
+	bg := context.Background()
+	cases := []struct {
+		name string
+		ctx  context.Context
+		want string // "" when the call goes through
+		key  string // sent under this key, as value
+		val  string
+	}{
+		{"raw upper key", metadata.NewOutgoingContext(bg, metadata.MD{"Upper": {"v"}}), `header key "Upper" contains illegal characters not in [0-9a-z-_.]`, "", ""},
+		{"Pairs upper key", metadata.NewOutgoingContext(bg, metadata.Pairs("Upper", "v")), "", "upper", "v"},
+		{"appended upper key", metadata.AppendToOutgoingContext(bg, "Upper", "v"), "", "upper", "v"},
+		{"space in key", metadata.NewOutgoingContext(bg, metadata.Pairs("a key", "v")), `header key "a key" contains illegal characters not in [0-9a-z-_.]`, "", ""},
+		{"appended space in key", metadata.AppendToOutgoingContext(bg, "a key", "v"), `header key "a key" contains illegal characters not in [0-9a-z-_.]`, "", ""},
+		{"empty key", metadata.NewOutgoingContext(bg, metadata.MD{"": {"v"}}), "there is an empty key in the header", "", ""},
+		{"non-ASCII value", metadata.NewOutgoingContext(bg, metadata.Pairs("key", "vä")), `header key "key" contains value with non-printable ASCII characters`, "", ""},
+		{"newline in value", metadata.AppendToOutgoingContext(bg, "key", "a\nb"), `header key "key" contains value with non-printable ASCII characters`, "", ""},
+		{"binary value", metadata.NewOutgoingContext(bg, metadata.Pairs("key-bin", "ä\n\x00")), "", "key-bin", "ä\n\x00"},
+	}
+	forStacks(t, func(t *testing.T, client, server stack) {
+		var calls atomic.Int32
+		srv := serveOn(t, server.lean, streamService(func(_ any, stream grpc.ServerStream) error {
+			calls.Add(1)
+			md, _ := metadata.FromIncomingContext(stream.Context())
+			return stream.SendMsg(&testpb.SimpleResponse{Username: string(mdPairs(md))})
+		}), struct{}{})
+		cc := dialOn(t, client.lean, srv.addr)
+		for _, tc := range cases {
+			ctx, cancel := context.WithTimeout(tc.ctx, 10*time.Second)
+			before := calls.Load()
+			var reply testpb.SimpleResponse
+			cs, err := cc.NewStream(ctx, bidiDesc, streamMethod)
+			if err == nil {
+				cs.CloseSend()
+				err = cs.RecvMsg(&reply)
+			}
+			cancel()
+			if tc.want != "" {
+				if status.Code(err) != codes.Internal || status.Convert(err).Message() != tc.want {
+					t.Errorf("%s: %v, want Internal %q", tc.name, err, tc.want)
+				}
+				if calls.Load() != before {
+					t.Errorf("%s: the server got the call", tc.name)
+				}
+				continue
+			}
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+				continue
+			}
+			if want := tc.key + "=" + tc.val + ";"; !containsPair(reply.GetUsername(), want) {
+				t.Errorf("%s: the server received %q, want %q among it", tc.name, reply.GetUsername(), want)
+			}
+		}
+	})
+}
+
+// mdPairs flattens md's custom pairs as "k=v;" for the client to check.
+func mdPairs(md metadata.MD) []byte {
+	var b []byte
+	for k, vv := range md {
+		for _, v := range vv {
+			b = append(b, k+"="+v+";"...)
+		}
+	}
+	return b
+}
+
+func containsPair(s, pair string) bool {
+	for i := 0; i+len(pair) <= len(s); i++ {
+		if s[i:i+len(pair)] == pair {
+			return true
+		}
+	}
+	return false
+}
+
+// TestServerMetadataValidated: a handler's SetHeader and SendHeader with
+// metadata that cannot be sent fail with Internal and grpc-go's message;
+// SetTrailer, which cannot fail, drops what cannot be sent (grpc-go logs
+// it), and the call still ends well with the rest.
+func TestServerMetadataValidated(t *testing.T) {
+	const want = `header key "Bad Key" contains illegal characters not in [0-9a-z-_.]`
+	bad := metadata.MD{"Bad Key": {"v"}}
+	forStacks(t, func(t *testing.T, client, server stack) {
+		errs := make(chan [3]error, 1)
+		srv := serveOn(t, server.lean, streamService(func(_ any, stream grpc.ServerStream) error {
+			var got [3]error
+			got[0] = stream.SetHeader(bad)
+			got[1] = stream.SendHeader(bad)
+			got[2] = stream.SetHeader(metadata.MD{}) // nothing: no error
+			errs <- got
+			if err := stream.SendHeader(metadata.Pairs("h", "ok")); err != nil {
+				return err
+			}
+			if server.lean {
+				// grpc-go's server would send the bad pair, malformed,
+				// and the client reject the trailers.
+				stream.SetTrailer(metadata.MD{"t": {"ok"}, "bad\nkey": {"v"}})
+			} else {
+				stream.SetTrailer(metadata.MD{"t": {"ok"}})
+			}
+			return nil
+		}), struct{}{})
+		cc := dialOn(t, client.lean, srv.addr)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cs, err := cc.NewStream(ctx, bidiDesc, streamMethod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs.CloseSend()
+		if err := cs.RecvMsg(new(testpb.Empty)); err != io.EOF {
+			t.Fatalf("RecvMsg = %v, want io.EOF", err)
+		}
+		got := <-errs
+		for i, what := range []string{"SetHeader", "SendHeader"} {
+			if status.Code(got[i]) != codes.Internal || status.Convert(got[i]).Message() != want {
+				t.Errorf("%s(bad) = %v, want Internal %q", what, got[i], want)
+			}
+		}
+		if got[2] != nil {
+			t.Errorf("SetHeader(empty) = %v, want nil", got[2])
+		}
+		hdr, _ := cs.Header()
+		checkMD(t, "header", hdr, "h", "ok", "bad key")
+		checkMD(t, "trailer", cs.Trailer(), "t", "ok", "bad\nkey")
+	})
+}
