@@ -112,6 +112,9 @@ func (a codecV1Adapter) Unmarshal(data mem.BufferSlice, v any) error {
 
 // newRequest builds the request headers of a call.
 func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInfo) (grpcwire.Request, error) {
+	if err := grpcwire.CheckOutgoingMD(ctx); err != nil {
+		return grpcwire.Request{}, err // before anything is sent, as grpc-go
+	}
 	req := grpcwire.Request{
 		Method:         method,
 		Authority:      cc.authority,
@@ -122,19 +125,12 @@ func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInf
 	if ci.authority != "" {
 		req.Authority = ci.authority
 	}
-	// Metadata that cannot be sent fails the call before anything is
-	// sent, as grpc-go's client does.
-	md, err := grpcwire.OutgoingMD(ctx)
-	if err != nil {
-		return req, err
+	if md, ok := metadata.FromOutgoingContext(ctx); ok {
+		req.MD = md
 	}
-	req.MD = md
 	if len(cc.opts.perRPC) > 0 || ci.perRPC != nil {
 		if err := cc.addPerRPCCreds(ctx, &req, ci); err != nil {
 			return req, err
-		}
-		if err := grpcwire.ValidateMD(req.MD); err != nil {
-			return req, err // the credentials' metadata
 		}
 	}
 	return req, nil

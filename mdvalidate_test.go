@@ -2,7 +2,6 @@ package leangrpc_test
 
 import (
 	"context"
-	"io"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,57 +92,4 @@ func containsPair(s, pair string) bool {
 		}
 	}
 	return false
-}
-
-// TestServerMetadataValidated: a handler's SetHeader and SendHeader with
-// metadata that cannot be sent fail with Internal and grpc-go's message;
-// SetTrailer, which cannot fail, drops what cannot be sent (grpc-go logs
-// it), and the call still ends well with the rest.
-func TestServerMetadataValidated(t *testing.T) {
-	const want = `header key "Bad Key" contains illegal characters not in [0-9a-z-_.]`
-	bad := metadata.MD{"Bad Key": {"v"}}
-	forStacks(t, func(t *testing.T, client, server stack) {
-		errs := make(chan [3]error, 1)
-		srv := serveOn(t, server.lean, streamService(func(_ any, stream grpc.ServerStream) error {
-			var got [3]error
-			got[0] = stream.SetHeader(bad)
-			got[1] = stream.SendHeader(bad)
-			got[2] = stream.SetHeader(metadata.MD{}) // nothing: no error
-			errs <- got
-			if err := stream.SendHeader(metadata.Pairs("h", "ok")); err != nil {
-				return err
-			}
-			if server.lean {
-				// grpc-go's server would send the bad pair, malformed,
-				// and the client reject the trailers.
-				stream.SetTrailer(metadata.MD{"t": {"ok"}, "bad\nkey": {"v"}})
-			} else {
-				stream.SetTrailer(metadata.MD{"t": {"ok"}})
-			}
-			return nil
-		}), struct{}{})
-		cc := dialOn(t, client.lean, srv.addr)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		cs, err := cc.NewStream(ctx, bidiDesc, streamMethod)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs.CloseSend()
-		if err := cs.RecvMsg(new(testpb.Empty)); err != io.EOF {
-			t.Fatalf("RecvMsg = %v, want io.EOF", err)
-		}
-		got := <-errs
-		for i, what := range []string{"SetHeader", "SendHeader"} {
-			if status.Code(got[i]) != codes.Internal || status.Convert(got[i]).Message() != want {
-				t.Errorf("%s(bad) = %v, want Internal %q", what, got[i], want)
-			}
-		}
-		if got[2] != nil {
-			t.Errorf("SetHeader(empty) = %v, want nil", got[2])
-		}
-		hdr, _ := cs.Header()
-		checkMD(t, "header", hdr, "h", "ok", "bad key")
-		checkMD(t, "trailer", cs.Trailer(), "t", "ok", "bad\nkey")
-	})
 }

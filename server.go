@@ -551,41 +551,11 @@ type serverStream struct {
 	got    bool // single: the message was received
 }
 
-func (s *serverStream) Context() context.Context { return s.ctx }
-func (s *serverStream) SendMsg(m any) error      { return s.ss.SendMsg(m) }
-
-// SetHeader, SendHeader and SetTrailer check md as grpc-go's server stream
-// does: metadata that cannot be sent is refused with Internal (SetHeader
-// of nothing does nothing). SetTrailer cannot return the error: grpc-go
-// logs it (and sends the pairs anyway); the pairs that cannot be sent are
-// left out here, so that the trailers stay well-formed.
-func (s *serverStream) SetHeader(md metadata.MD) error {
-	if md.Len() == 0 {
-		return nil
-	}
-	if err := grpcwire.ValidateMD(md); err != nil {
-		return err
-	}
-	return s.ss.SetHeader(md)
-}
-
-func (s *serverStream) SendHeader(md metadata.MD) error {
-	if err := grpcwire.ValidateMD(md); err != nil {
-		return err
-	}
-	return s.ss.SendHeader(md)
-}
-
-func (s *serverStream) SetTrailer(md metadata.MD) {
-	if md.Len() == 0 {
-		return
-	}
-	md, err := grpcwire.ValidPairs(md)
-	if err != nil {
-		logger.Errorf("stream: failed to validate md when setting trailer, err: %v", err)
-	}
-	s.ss.SetTrailer(md)
-}
+func (s *serverStream) SetHeader(md metadata.MD) error  { return s.ss.SetHeader(md) }
+func (s *serverStream) SendHeader(md metadata.MD) error { return s.ss.SendHeader(md) }
+func (s *serverStream) SetTrailer(md metadata.MD)       { s.ss.SetTrailer(md) }
+func (s *serverStream) Context() context.Context        { return s.ctx }
+func (s *serverStream) SendMsg(m any) error             { return s.ss.SendMsg(m) }
 
 func (s *serverStream) RecvMsg(m any) error {
 	if s.single {
@@ -620,33 +590,12 @@ func (s *serverStream) recvOne(m any) error {
 
 // transportStream is a call's rpc as the grpc.ServerTransportStream for
 // grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer and grpc.Method.
-// Its SetHeader, SendHeader and SetTrailer refuse metadata that cannot be
-// sent with Internal. grpc-go checks nothing on this path and sends such
-// metadata, malformed fields included.
 type transportStream rpc
 
-func (t *transportStream) Method() string { return t.ss.Req.Method }
-
-func (t *transportStream) SetHeader(md metadata.MD) error {
-	if err := grpcwire.ValidateMD(md); err != nil {
-		return err
-	}
-	return t.ss.SetHeader(md)
-}
-
-func (t *transportStream) SendHeader(md metadata.MD) error {
-	if err := grpcwire.ValidateMD(md); err != nil {
-		return err
-	}
-	return t.ss.SendHeader(md)
-}
-
-func (t *transportStream) SetTrailer(md metadata.MD) error {
-	if err := grpcwire.ValidateMD(md); err != nil {
-		return err
-	}
-	return t.ss.SetTrailer(md)
-}
+func (t *transportStream) Method() string                  { return t.ss.Req.Method }
+func (t *transportStream) SetHeader(md metadata.MD) error  { return t.ss.SetHeader(md) }
+func (t *transportStream) SendHeader(md metadata.MD) error { return t.ss.SendHeader(md) }
+func (t *transportStream) SetTrailer(md metadata.MD) error { return t.ss.SetTrailer(md) }
 
 var (
 	_ grpc.ServiceRegistrar      = (*Server)(nil)

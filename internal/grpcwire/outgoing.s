@@ -1,2 +1,2 @@
-// The linker supplies outgoingRaw (outgoing.go); this file lets the
-// compiler accept a Go declaration without a body.
+// The linker supplies outgoingRaw (outgoing.go): this file lets the
+// compiler accept its declaration without a body.
