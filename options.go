@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/grpclog"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 )
@@ -221,19 +220,13 @@ func WithDefaultCallOptions(cos ...grpc.CallOption) DialOption {
 // third, with GOAWAY too_many_pings), and a client pinging faster than any
 // server allows would lose its connections.
 func WithKeepaliveParams(kp keepalive.ClientParameters) DialOption {
-	if kp.Time < minKeepaliveTime {
-		logger.Warningf("Adjusting keepalive ping interval to minimum period of %v", minKeepaliveTime)
-		kp.Time = minKeepaliveTime
+	const minTime = 10 * time.Second // grpc-go's
+	if kp.Time < minTime {
+		logger.Warningf("Adjusting keepalive ping interval to minimum period of %v", minTime)
+		kp.Time = minTime
 	}
 	return dialOptionFunc(func(o *dialOptions) { o.kp = kp })
 }
-
-// minKeepaliveTime is the shortest client keepalive Time, grpc-go's.
-const minKeepaliveTime = 10 * time.Second
-
-// logger logs what grpc-go logs, through grpclog, so that the same
-// settings (GRPC_GO_LOG_SEVERITY_LEVEL, grpclog.SetLoggerV2) govern it.
-var logger = grpclog.Component("leangrpc")
 
 // WithInitialWindowSize sets the stream receive window.
 func WithInitialWindowSize(n int32) DialOption {

@@ -37,7 +37,7 @@ func TestCheckOutgoingMD(t *testing.T) {
 		{bg, ""},
 		{metadata.NewOutgoingContext(bg, metadata.MD{"key": {"value", ""}, "a.b_c-9": {"~ !"}, "key-bin": {"\x00\xff\n"}}), ""},
 		{metadata.NewOutgoingContext(bg, metadata.Pairs("Upper", "v")), ""}, // lowercased by Pairs
-		{metadata.AppendToOutgoingContext(bg, "Upper", "v"), ""},             // and by AppendToOutgoingContext
+		{metadata.AppendToOutgoingContext(bg, "Upper", "v"), ""},            // and by AppendToOutgoingContext
 		{metadata.NewOutgoingContext(bg, metadata.MD{"Upper": {"v"}}), `header key "Upper" contains illegal characters not in [0-9a-z-_.]`},
 		{metadata.NewOutgoingContext(bg, metadata.MD{"": {"v"}}), "there is an empty key in the header"},
 		{metadata.AppendToOutgoingContext(bg, "a key", "v"), `header key "a key" contains illegal characters not in [0-9a-z-_.]`},

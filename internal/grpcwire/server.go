@@ -3,7 +3,6 @@ package grpcwire
 import (
 	"context"
 	"io"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -391,18 +390,18 @@ func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {
 		s.mu.Unlock()
 		return nil
 	}
+	if !s.headerSent && len(s.header) > 0 && httpStatus == 0 {
+		// Header metadata set with no message sent: it goes in HEADERS of
+		// its own ahead of the trailers, as grpc-go sends it, rather than
+		// being lost in a Trailers-Only response, whose fields a client
+		// takes for trailers. A failure shows in the trailers' write below.
+		s.sendHeaderLocked()
+	}
 	s.finished = true
 	s.users++ // this call is a user of st until its leave
 	// recvEOF is the receiver's: read it only when no receive runs. A
 	// receive that runs is woken by the reset below.
 	recvDone := !s.recvIn && s.recvEOF
-	if !s.headerSent && len(s.header) > 0 && (httpStatus == 0 || httpStatus == http.StatusOK) {
-		// Headers the handler set go out in a HEADERS frame of their own
-		// ahead of the trailers, as grpc-go sends them, rather than as a
-		// Trailers-Only response, whose fields a client takes for trailers
-		// only. Both leave in one write.
-		s.sendHeaderHoldLocked(true) // an error shows again in WriteTrailers
-	}
 	fb := fieldBufs.Get().(*fieldBuf)
 	fields := AppendTrailers(fb[:0], !s.headerSent, httpStatus, s.Req.ContentSubtype, st, s.trailer)
 	s.headerSent = true
