@@ -185,7 +185,17 @@ func (s *Server) Serve(lis net.Listener) error {
 			return err
 		}
 		delay = 0
+		// Add under mu, where Stop reads stopped before it waits: an Add
+		// racing Stop's Wait from a zero count is a WaitGroup misuse (the
+		// race detector reports it).
+		s.mu.Lock()
+		if s.stopped {
+			s.mu.Unlock()
+			nc.Close()
+			return nil
+		}
 		s.connWG.Add(1)
+		s.mu.Unlock()
 		go s.serveConn(nc)
 	}
 }
