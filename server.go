@@ -185,9 +185,10 @@ func (s *Server) Serve(lis net.Listener) error {
 			return err
 		}
 		delay = 0
-		// Add under mu, where Stop reads stopped before it waits: an Add
-		// racing Stop's Wait from a zero count is a WaitGroup misuse (the
-		// race detector reports it).
+		// The count goes up under mu, where Stop and GracefulStop set
+		// stopped before they wait for it: a connection accepted as the
+		// server stops is either counted before the wait or closed here,
+		// never added while the wait is under way.
 		s.mu.Lock()
 		if s.stopped {
 			s.mu.Unlock()

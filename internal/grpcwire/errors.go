@@ -39,17 +39,17 @@ func StreamStatusError(ctx context.Context, err error) error {
 			if he.Reason != "" {
 				msg += ": " + he.Reason
 			}
-			return newStatusError(status.New(codes.Unavailable, msg), errors.Join(err, ErrConnClosed))
+			return &statusError{st: status.New(codes.Unavailable, msg), cause: errors.Join(err, ErrConnClosed)}
 		case he.Unprocessed:
-			return newStatusError(status.New(codes.Unavailable, "stream refused by the server: "+he.Code.String()), err)
+			return &statusError{st: status.New(codes.Unavailable, "stream refused by the server: "+he.Code.String()), cause: err}
 		case he.Initiator == h2conn.InitiatorPeer:
-			return newStatusError(RSTStatus(he.Code, deadlinePassed(ctx)), err)
+			return &statusError{st: RSTStatus(he.Code, deadlinePassed(ctx)), cause: err}
 		default:
-			return newStatusError(status.Newf(RSTCode(he.Code, false), "stream error: %v", err), err)
+			return &statusError{st: status.Newf(RSTCode(he.Code, false), "stream error: %v", err), cause: err}
 		}
 	}
 	if errors.Is(err, h2conn.ErrGoingAway) {
-		return newStatusError(status.New(codes.Unavailable, "connection is going away"), err)
+		return &statusError{st: status.New(codes.Unavailable, "connection is going away"), cause: err}
 	}
 	return ToStatusError(err)
 }
@@ -61,9 +61,3 @@ func deadlinePassed(ctx context.Context) bool {
 	d, ok := ctx.Deadline()
 	return ok && !time.Now().Before(d)
 }
-
-// errConcurrentSend is what a SendMsg gets when another goroutine's SendMsg
-// on the same stream has not returned (misuse: grpc-go documents SendMsg
-// as unsafe to call from several goroutines at once). That message is not
-// cut short; this one is not sent.
-var errConcurrentSend = status.Error(codes.Internal, "leangrpc: SendMsg called while another SendMsg on the stream is in progress")

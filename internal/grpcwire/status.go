@@ -212,16 +212,18 @@ type statusError struct {
 	cause error
 }
 
-// newStatusError returns the status error st caused by the transport error
-// cause. A cause that matches io.EOF (the peer closed the socket) is
-// wrapped so that it no longer does: callers take io.EOF for the clean end
-// of a stream, and a lost connection is not one (grpc-go's status errors
-// match nothing of the transport).
-func newStatusError(st *status.Status, cause error) error {
-	if errors.Is(cause, io.EOF) {
-		cause = notEOF{cause}
+func (e *statusError) Error() string              { return e.st.Err().Error() }
+func (e *statusError) GRPCStatus() *status.Status { return e.st }
+
+// Unwrap returns the transport cause, held so that it no longer matches
+// io.EOF when it did (the peer closed the socket): callers take io.EOF for
+// the clean end of a stream, and a lost connection is not one (grpc-go's
+// status errors match nothing of the transport).
+func (e *statusError) Unwrap() error {
+	if errors.Is(e.cause, io.EOF) {
+		return notEOF{e.cause}
 	}
-	return &statusError{st: st, cause: cause}
+	return e.cause
 }
 
 // notEOF is a transport error that answers errors.Is and errors.As as the
@@ -229,15 +231,9 @@ func newStatusError(st *status.Status, cause error) error {
 // Unwrap, which would let errors.Is find io.EOF below it.
 type notEOF struct{ err error }
 
-func (e notEOF) Error() string { return e.err.Error() }
-
+func (e notEOF) Error() string        { return e.err.Error() }
 func (e notEOF) Is(target error) bool { return target != io.EOF && errors.Is(e.err, target) }
-
-func (e notEOF) As(target any) bool { return errors.As(e.err, target) }
-
-func (e *statusError) Error() string              { return e.st.Err().Error() }
-func (e *statusError) GRPCStatus() *status.Status { return e.st }
-func (e *statusError) Unwrap() error              { return e.cause }
+func (e notEOF) As(target any) bool   { return errors.As(e.err, target) }
 
 // ToStatusError converts a transport error to a status error with grpc-go's
 // codes. Status errors pass through; context errors become Canceled or
@@ -258,15 +254,15 @@ func ToStatusError(err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 	case errors.Is(err, net.ErrClosed):
-		return newStatusError(status.New(codes.Unavailable, "connection closed: "+err.Error()), err)
+		return &statusError{st: status.New(codes.Unavailable, "connection closed: "+err.Error()), cause: err}
 	}
 	var se h2frame.StreamError
 	if errors.As(err, &se) {
-		return newStatusError(status.New(RSTCode(se.Code, false), err.Error()), err)
+		return &statusError{st: status.New(RSTCode(se.Code, false), err.Error()), cause: err}
 	}
 	var ce h2frame.ConnError
 	if errors.As(err, &ce) {
-		return newStatusError(status.New(codes.Unavailable, err.Error()), err)
+		return &statusError{st: status.New(codes.Unavailable, err.Error()), cause: err}
 	}
-	return newStatusError(status.New(codes.Unavailable, fmt.Sprintf("connection error: %v", err)), err)
+	return &statusError{st: status.New(codes.Unavailable, fmt.Sprintf("connection error: %v", err)), cause: err}
 }
