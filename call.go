@@ -433,36 +433,49 @@ type clientStream struct {
 	peer  *peer.Peer
 	stats *clientCallStats // nil without a stats handler
 
-	sentOne  bool // !desc.ClientStreams: the request was sent
+	sentLast bool // CloseSend was called, or the single request of a call that is not client-streaming was sent
 	recvOne  bool // !desc.ServerStreams: the response was received
 	doneOnce sync.Once
 }
 
+// Header returns the response headers, or nil when there are none: when
+// the call ended before them (a Trailers-Only response, a failure, the
+// context) it is finished and Header returns nil, nil as grpc-go's does;
+// RecvMsg reports how it ended.
 func (s *clientStream) Header() (metadata.MD, error) {
 	md, err := s.cs.Header()
-	err = s.cc.closingErr(err)
-	if err != nil {
-		s.finish(err)
+	if md == nil && err == nil {
+		err = io.EOF // Trailers-Only with OK
 	}
-	return md, err
+	if err != nil {
+		s.finish(s.cc.closingErr(err))
+		return nil, nil
+	}
+	return md, nil
 }
 
 func (s *clientStream) Trailer() metadata.MD     { return s.cs.Trailer() }
 func (s *clientStream) Context() context.Context { return s.ctx }
 
 func (s *clientStream) CloseSend() error {
-	if !s.desc.ClientStreams && s.sentOne {
-		return nil // the single request already carried END_STREAM
+	if s.sentLast {
+		return nil // closed already, or the single request carried END_STREAM
 	}
+	s.sentLast = true
 	return s.cs.CloseSend()
 }
 
 func (s *clientStream) SendMsg(m any) error {
+	if s.sentLast {
+		// Misuse ends the call with Internal, as grpc-go's does; RecvMsg
+		// reports the same error.
+		err := status.Error(codes.Internal, "SendMsg called after CloseSend")
+		s.cs.Fail(err)
+		s.finish(err)
+		return err
+	}
 	if !s.desc.ClientStreams {
-		if s.sentOne {
-			return status.Error(codes.Internal, "SendMsg called after CloseSend")
-		}
-		s.sentOne = true
+		s.sentLast = true
 		// grpc-go returns nil, not io.EOF, when the single request of a
 		// call that is not client-streaming cannot be sent: the generated
 		// stubs return SendMsg's error as the call's, and RecvMsg reports
@@ -524,7 +537,13 @@ func (s *clientStream) RecvMsg(m any) error {
 	return err
 }
 
+// finish runs the call's after-work once: the Header, Trailer and Peer
+// call options and the OnFinish callbacks (with nil for io.EOF, a clean
+// end).
 func (s *clientStream) finish(err error) {
+	if err == io.EOF {
+		err = nil
+	}
 	s.doneOnce.Do(func() {
 		if s.stats != nil {
 			s.stats.end(err, s.cs.Trailer())

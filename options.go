@@ -328,8 +328,18 @@ func WithDefaultCallOptions(cos ...grpc.CallOption) DialOption {
 	return dialOptionFunc(func(o *dialOptions) { o.callOpts = append(o.callOpts, cos...) })
 }
 
-// WithKeepaliveParams sets the client's keepalive pings.
+// WithKeepaliveParams sets the client's keepalive pings. A Time under
+// 10 s (zero included) is raised to 10 s with a warning logged through
+// grpclog, as grpc-go does: servers police frequent pings (grpc-go's
+// default policy answers pings closer than 5 minutes apart, from the
+// third, with GOAWAY too_many_pings), and a client pinging faster than any
+// server allows would lose its connections.
 func WithKeepaliveParams(kp keepalive.ClientParameters) DialOption {
+	const minTime = 10 * time.Second // grpc-go's
+	if kp.Time < minTime {
+		logger.Warningf("Adjusting keepalive ping interval to minimum period of %v", minTime)
+		kp.Time = minTime
+	}
 	return dialOptionFunc(func(o *dialOptions) { o.kp = kp })
 }
 

@@ -398,7 +398,8 @@ func TestLateUseAfterHandlerReturn(t *testing.T) {
 }
 
 // TestClientStreamLateUse: a client stream used after its call ended gets
-// the call's end again (SendMsg io.EOF, RecvMsg the status) and does not
+// the call's end again (SendMsg io.EOF, or Internal after CloseSend;
+// RecvMsg the status) and does not
 // disturb the calls that follow on the connection.
 func TestClientStreamLateUse(t *testing.T) {
 	h := func(_ any, stream grpc.ServerStream) error {
@@ -449,10 +450,18 @@ func TestClientStreamLateUse(t *testing.T) {
 		body := fmt.Sprintf("live %d", i)
 		sendBody(t, s, body)
 		for j, old := range ended {
-			if err := old.SendMsg(&testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("late")}}); err != io.EOF {
-				t.Errorf("late SendMsg of ended call %d: %v, want io.EOF", j, err)
+			// After CloseSend (call 0's, and the one below) SendMsg is
+			// misuse and fails with Internal, as grpc-go's does; before
+			// it, the call's end is io.EOF.
+			err := old.SendMsg(&testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("late")}})
+			if i == 0 && j == 1 {
+				if err != io.EOF {
+					t.Errorf("late SendMsg of ended call %d: %v, want io.EOF", j, err)
+				}
+			} else if status.Code(err) != codes.Internal {
+				t.Errorf("late SendMsg of ended call %d after CloseSend: %v, want Internal", j, err)
 			}
-			err := old.RecvMsg(new(testpb.SimpleResponse))
+			err = old.RecvMsg(new(testpb.SimpleResponse))
 			if j == 0 && err != io.EOF || j == 1 && status.Code(err) != codes.Aborted {
 				t.Errorf("late RecvMsg of ended call %d: %v", j, err)
 			}

@@ -84,8 +84,9 @@ type ClientStream struct {
 	ended   bool  // final status known
 	final   error // io.EOF for OK, else a status error
 
-	trMu    sync.Mutex // guards trailer
+	trMu    sync.Mutex // guards trailer and failed
 	trailer metadata.MD
+	failed  error // set by Fail: what ends the call instead of the reset's own error
 }
 
 // NewClientStream opens a stream on c with the request headers of req,
@@ -193,6 +194,9 @@ func (s *ClientStream) SendMsgSized(m any, last bool) (int, error) {
 	}
 	n := b.Len() - PrefixLen
 	if err := s.st.WriteData(b, last); err != nil { // takes ownership of b
+		if err == h2conn.ErrConcurrentWrite {
+			return 0, errConcurrentSend // misuse, not the end of the call
+		}
 		return 0, io.EOF
 	}
 	return n, nil
@@ -258,7 +262,7 @@ func (s *ClientStream) waitHeaders() {
 	for {
 		fields, end, err := s.st.RecvHeaders()
 		if err != nil {
-			s.hdrErr = StreamStatusError(s.ctx, err)
+			s.hdrErr = s.streamErr(err)
 			return
 		}
 		r := parseResponse(fields, true, end, s.noMD)
@@ -377,10 +381,36 @@ func (s *ClientStream) Recv() (Message, error) {
 			continue
 		}
 		if err != nil {
-			return Message{}, s.end(StreamStatusError(s.ctx, err))
+			return Message{}, s.end(s.streamErr(err))
 		}
 		s.parser.Push(b) // takes ownership of b
 	}
+}
+
+// Fail ends the call with err, a status error, after misuse on the
+// sending side (grpc-go's SendMsg after CloseSend): the stream is reset
+// with CANCEL, and RecvMsg, on whatever goroutine, reports err once it has
+// returned the messages that arrived before. It may be called from any
+// goroutine.
+func (s *ClientStream) Fail(err error) {
+	s.trMu.Lock()
+	if s.failed == nil {
+		s.failed = err
+	}
+	s.trMu.Unlock()
+	s.st.Reset(h2frame.ErrCodeCancel)
+}
+
+// streamErr is the status error of a failed stream operation: the error
+// Fail recorded, else the transport error's status.
+func (s *ClientStream) streamErr(err error) error {
+	s.trMu.Lock()
+	failed := s.failed
+	s.trMu.Unlock()
+	if failed != nil {
+		return failed
+	}
+	return StreamStatusError(s.ctx, err)
 }
 
 // fail ends the call with err after a local failure (decoding): the stream

@@ -20,7 +20,16 @@ var protoCodec = encoding.GetCodecV2("proto")
 // owned buffer. With grpc-go's proto codec the message is marshaled in place
 // (no copy); with another codec its output is copied once behind the
 // prefix. A payload over maxSend (0: unlimited) is ResourceExhausted.
+//
+// A nil msg (an untyped nil) is an empty message whatever the codec, which
+// is not asked: grpc-go sends it so (a typed nil proto message is empty
+// too, through the codec).
 func EncodeBuffer(pool *bufpool.Pool, codec encoding.CodecV2, msg any, maxSend int) (*bufpool.Buffer, error) {
+	if msg == nil {
+		b := pool.Get(PrefixLen)
+		PutPrefix(b.Bytes(), false, 0)
+		return b, nil
+	}
 	if maxSend <= 0 {
 		maxSend = DefaultMaxSendMsgSize
 	}

@@ -24,6 +24,9 @@ func StreamStatusError(ctx context.Context, err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
+	if err == h2conn.ErrConcurrentWrite {
+		return errConcurrentSend
+	}
 	if ctx != nil && ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()
 	}

@@ -471,7 +471,7 @@ func (s *ServerStream) recvEntered() (Message, error) {
 }
 
 // Finish sends the status with the trailers set so far (a Trailers-Only
-// response when no headers were sent), resets the stream with NO_ERROR if
+// response when no headers were sent or set), resets the stream with NO_ERROR if
 // the client has not half-closed, ends the context, and releases the
 // stream's resources once no SendMsg or RecvMsg uses them; those fail from
 // now on with the context's status (Canceled), as grpc-go's do after the
@@ -523,6 +523,12 @@ func (s *ServerStream) finish(st *status.Status, httpStatus int) (sentHeader, se
 	err = s.st.WriteTrailers(fields)
 	clear(fb[:])
 	fieldBufs.Put(fb)
+	if err == h2conn.ErrConcurrentWrite {
+		// A SendMsg from a goroutine the handler left behind still waits
+		// for window: the status cannot follow its message, so the stream
+		// ends with a reset.
+		s.st.Reset(h2frame.ErrCodeInternal)
+	}
 	if err != nil {
 		if e := s.headerListErr(err); e != nil {
 			err = e

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -213,7 +214,26 @@ type statusError struct {
 
 func (e *statusError) Error() string              { return e.st.Err().Error() }
 func (e *statusError) GRPCStatus() *status.Status { return e.st }
-func (e *statusError) Unwrap() error              { return e.cause }
+
+// Unwrap returns the transport cause, held so that it no longer matches
+// io.EOF when it did (the peer closed the socket): callers take io.EOF for
+// the clean end of a stream, and a lost connection is not one (grpc-go's
+// status errors match nothing of the transport).
+func (e *statusError) Unwrap() error {
+	if errors.Is(e.cause, io.EOF) {
+		return notEOF{e.cause}
+	}
+	return e.cause
+}
+
+// notEOF is a transport error that answers errors.Is and errors.As as the
+// error it holds does, except that it does not match io.EOF. It has no
+// Unwrap, which would let errors.Is find io.EOF below it.
+type notEOF struct{ err error }
+
+func (e notEOF) Error() string        { return e.err.Error() }
+func (e notEOF) Is(target error) bool { return target != io.EOF && errors.Is(e.err, target) }
+func (e notEOF) As(target any) bool   { return errors.As(e.err, target) }
 
 // ToStatusError converts a transport error to a status error with grpc-go's
 // codes. Status errors pass through; context errors become Canceled or

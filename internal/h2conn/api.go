@@ -314,6 +314,9 @@ func (s *Stream) WriteTrailers(fields []hpack.HeaderField) error {
 // that writer sends b (no park and wake-up per message when many streams
 // send); the stream's next write waits for it and reports the failure if
 // the stream ended before b went out (b is then freed by the engine).
+// Writes on one stream are for one goroutine at a time: a WriteData or
+// WriteHeaders that finds another goroutine's write still waiting for
+// window fails with ErrConcurrentWrite and sends nothing.
 func (s *Stream) WriteData(b *bufpool.Buffer, endStream bool) error {
 	return s.writeData(b, endStream)
 }
@@ -437,6 +440,11 @@ var (
 	// ErrTrailersMustEnd is API misuse: HEADERS after the first must end
 	// the stream.
 	ErrTrailersMustEnd = errors.New("h2conn: trailers must end the stream")
+	// ErrConcurrentWrite is API misuse: a write on a stream while another
+	// goroutine's write on it has not returned (it waits for flow-control
+	// window). The second write is refused whole, so the first one's
+	// frames stay contiguous.
+	ErrConcurrentWrite = errors.New("h2conn: write on a stream while another write on it is in progress")
 	// ErrWrongRole is API misuse: a client method on a server stream or
 	// the reverse.
 	ErrWrongRole = errors.New("h2conn: method not available in this role")

@@ -136,6 +136,10 @@ func (c *Conn) onStreamHeadersLocked(s *Stream, f *h2frame.HeadersFrame) *Error 
 		}
 		s.trls = append(s.trls[:0], f.Fields...)
 		s.recvEOF = true
+		// No DATA lands after the trailers: the registration's reference
+		// goes now, as after a DATA frame with END_STREAM, not with a
+		// Release that a streaming call may never make.
+		s.endSinkLocked()
 	}
 	st, _ := s.state.recvHeaders(end)
 	s.signalRecv()

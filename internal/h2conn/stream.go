@@ -44,6 +44,12 @@ type Stream struct {
 	hold        bool // HoldFlush was called; applies to the next item
 	sendWaiting bool // the sender is parked on sendCh
 	sendAsync   bool // the item was left in the slot by a WriteData that returned at once (see writeData)
+	// writer is set while a goroutine is inside WriteData or
+	// WriteHeaders, from its checks to its return (waiting for window,
+	// or writing for everyone with mu released): a second goroutine's
+	// write meanwhile is misuse and fails with ErrConcurrentWrite rather
+	// than take the slot and the single sendCh wake-up.
+	writer      bool
 	handoff     bool // the parked sender was handed the write role
 	inReady     bool // linked in conn.ready
 	next        *Stream
@@ -476,19 +482,24 @@ func (c *Conn) newStreamWatch(ctx context.Context, fields []hpack.HeaderField, e
 // fails, writing itself whenever nobody else holds the write role. Called
 // with mu held; returns with it released.
 func (s *Stream) waitSendLocked() error {
+	err := s.waitSendHeldLocked()
+	s.writer = false
+	s.conn.mu.Unlock()
+	return err
+}
+
+// waitSendHeldLocked is waitSendLocked returning with mu still held.
+func (s *Stream) waitSendHeldLocked() error {
 	c := s.conn
 	for {
 		if s.sendKind == sendNone {
 			err := s.sendResult
 			s.sendResult = nil
-			c.mu.Unlock()
 			return err
 		}
 		if s.err != nil {
 			s.dropSendLocked()
-			err := s.err
-			c.mu.Unlock()
-			return err
+			return s.err
 		}
 		if !c.writing && !c.closing && c.wantWrite {
 			c.writing = true
@@ -638,30 +649,32 @@ func (s *Stream) writeHeaders(fields []hpack.HeaderField, end bool) error {
 func (s *Stream) writeHeadersHold(fields []hpack.HeaderField, end, hold bool) error {
 	c := s.conn
 	c.mu.Lock()
-	s.hold = s.hold || hold
-	if err := s.waitAsyncLocked(); err != nil {
+	if s.writer {
 		c.mu.Unlock()
-		return err
+		return ErrConcurrentWrite
 	}
-	if s.err != nil {
-		err := s.err
-		c.mu.Unlock()
-		return err
+	var err error
+	s.writer = true
+	switch err = s.waitAsyncLocked(); {
+	case err != nil:
+	case s.err != nil:
+		err = s.err
+	case s.sendKind != sendNone:
+		err = ErrConcurrentWrite
+	case s.endQueued || !s.state.canSend() && s.state != stateIdle:
+		err = ErrSendClosed
+	case s.headersSent && !end:
+		err = ErrTrailersMustEnd
+	default:
+		err = c.headerListFitsLocked(fields)
 	}
-	if s.endQueued || !s.state.canSend() && s.state != stateIdle {
-		c.mu.Unlock()
-		return ErrSendClosed
-	}
-	if s.headersSent && !end {
-		c.mu.Unlock()
-		return ErrTrailersMustEnd
-	}
-	if err := c.headerListFitsLocked(fields); err != nil {
+	if err != nil {
+		s.writer = false
 		c.mu.Unlock()
 		return err
 	}
 	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, end
-	s.sendHold, s.hold = s.hold, false
+	s.sendHold, s.hold = s.hold || hold, false
 	s.endQueued = end
 	c.readyLocked(s)
 	return s.waitSendLocked()
@@ -674,18 +687,31 @@ func (s *Stream) writeData(b *bufpool.Buffer, end bool) error {
 func (s *Stream) writeDataHold(b *bufpool.Buffer, end, hold bool) error {
 	c := s.conn
 	c.mu.Lock()
-	s.hold = s.hold || hold
+	if s.writer {
+		// Another goroutine's write has not returned (it may be waiting
+		// for window with part of its message sent): taking the slot
+		// would cut that message short on the wire.
+		c.mu.Unlock()
+		if b != nil {
+			b.Free() // we took ownership; the write is refused
+		}
+		return ErrConcurrentWrite
+	}
+	s.writer = true
 	err := s.waitAsyncLocked()
 	switch {
 	case err != nil:
 	case s.err != nil:
 		err = s.err
+	case s.sendKind != sendNone:
+		err = ErrConcurrentWrite
 	case !s.headersSent:
 		err = ErrHeadersNotSent
 	case s.endQueued || !s.state.canSend():
 		err = ErrSendClosed
 	}
 	if err != nil {
+		s.writer = false
 		c.mu.Unlock()
 		if b != nil {
 			b.Free() // we took ownership; the write is refused
@@ -693,7 +719,7 @@ func (s *Stream) writeDataHold(b *bufpool.Buffer, end, hold bool) error {
 		return err
 	}
 	s.sendKind, s.sendBuf, s.sendOff, s.sendEnd = sendData, b, 0, end
-	s.sendHold, s.hold = s.hold, false
+	s.sendHold, s.hold = s.hold || hold, false
 	s.endQueued = end
 	c.readyLocked(s)
 	if c.writing && !c.closing && !s.sendHold {
@@ -707,6 +733,7 @@ func (s *Stream) writeDataHold(b *bufpool.Buffer, end, hold bool) error {
 			// than park until it is encoded (a wake-up per message when
 			// many streams send). The slot's next user waits for it.
 			s.sendAsync = true
+			s.writer = false
 			c.mu.Unlock()
 			return nil
 		}
@@ -722,9 +749,7 @@ func (s *Stream) waitAsyncLocked() error {
 		return nil
 	}
 	s.sendAsync = false
-	err := s.waitSendLocked()
-	s.conn.mu.Lock()
-	return err
+	return s.waitSendHeldLocked()
 }
 
 func (s *Stream) reset(code h2frame.ErrCode) {
@@ -836,7 +861,7 @@ func (s *Stream) release() {
 			c.freeStreams = c.freeStreams[:keep]
 		}
 	}
-	reuse := !s.inReady && !s.sendWaiting && !s.recvWaiting && s.sendKind == sendNone &&
+	reuse := !s.inReady && !s.sendWaiting && !s.recvWaiting && s.sendKind == sendNone && !s.writer &&
 		!c.closing && len(c.freeStreams) < keep
 	if reuse {
 		hdrs, trls, q := s.hdrs[:0], s.trls[:0], s.recvQ.q[:0]

@@ -1,0 +1,26 @@
+package leangrpc
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/keepalive"
+)
+
+// TestKeepaliveTimeFloor: WithKeepaliveParams raises a Time under 10 s,
+// zero included, to 10 s, as grpc-go's does, and keeps the rest.
+func TestKeepaliveTimeFloor(t *testing.T) {
+	for _, tc := range []struct{ in, want time.Duration }{
+		{0, 10 * time.Second},
+		{time.Millisecond, 10 * time.Second},
+		{9 * time.Second, 10 * time.Second},
+		{10 * time.Second, 10 * time.Second},
+		{time.Minute, time.Minute},
+	} {
+		var o dialOptions
+		WithKeepaliveParams(keepalive.ClientParameters{Time: tc.in, Timeout: 3 * time.Second, PermitWithoutStream: true}).applyDial(&o)
+		if o.kp.Time != tc.want || o.kp.Timeout != 3*time.Second || !o.kp.PermitWithoutStream {
+			t.Errorf("WithKeepaliveParams(Time %v) = %+v, want Time %v and the rest kept", tc.in, o.kp, tc.want)
+		}
+	}
+}
