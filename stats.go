@@ -166,7 +166,7 @@ func (c *serverCallStats) sendMsg(ss *grpcwire.ServerStream, m any, last bool) e
 	}
 	if err == nil {
 		c.sh.HandleRPC(c.ctx, &stats.OutPayload{
-			Payload: m, Length: n, CompressedLength: n, WireLength: n + grpcwire.PrefixLen, SentTime: time.Now(),
+			Payload: m, Length: n.Len, CompressedLength: n.Wire, WireLength: n.Wire + grpcwire.PrefixLen, SentTime: time.Now(),
 		})
 	}
 	return err
@@ -182,7 +182,7 @@ func (c *serverCallStats) sendHeader(ss *grpcwire.ServerStream, md metadata.MD) 
 }
 
 func (c *serverCallStats) outHeader(ss *grpcwire.ServerStream) {
-	c.sh.HandleRPC(c.ctx, &stats.OutHeader{Header: ss.HeaderMD()})
+	c.sh.HandleRPC(c.ctx, &stats.OutHeader{Header: ss.HeaderMD(), Compression: ss.SendEncoding()})
 }
 
 // recvMsg receives into m and reports the message.
@@ -190,7 +190,7 @@ func (c *serverCallStats) recvMsg(ss *grpcwire.ServerStream, m any) error {
 	n, err := ss.RecvMsgSized(m)
 	if err == nil {
 		c.sh.HandleRPC(c.ctx, &stats.InPayload{
-			Payload: m, Length: n, CompressedLength: n, WireLength: n + grpcwire.PrefixLen, RecvTime: time.Now(),
+			Payload: m, Length: n.Len, CompressedLength: n.Wire, WireLength: n.Wire + grpcwire.PrefixLen, RecvTime: time.Now(),
 		})
 	}
 	return err

@@ -37,6 +37,8 @@ type clientCallStats struct {
 	begin    time.Time
 	failFast bool
 	ended    bool
+	// compressor is the call's grpc.UseCompressor, named in OutHeader.
+	compressor string
 	// stop ends the watch a stream keeps on its context so that a
 	// cancellation is reported without a further call; nil if none.
 	stop func() bool
@@ -44,7 +46,7 @@ type clientCallStats struct {
 
 // beginClientCall tags an attempt and reports its beginning.
 func (cc *ClientConn) beginClientCall(ctx context.Context, method string, ci *callInfo, clientStream, serverStream, retry bool) *clientCallStats {
-	c := &clientCallStats{sh: cc.stats, failFast: !ci.waitForReady, begin: time.Now()}
+	c := &clientCallStats{sh: cc.stats, failFast: !ci.waitForReady, begin: time.Now(), compressor: ci.compressor}
 	c.ctx = c.sh.TagRPC(ctx, &stats.RPCTagInfo{FullMethodName: method, FailFast: c.failFast})
 	c.sh.HandleRPC(c.ctx, &stats.Begin{
 		Client: true, BeginTime: c.begin, FailFast: c.failFast,
@@ -69,7 +71,7 @@ func (c *clientCallStats) outHeader(cc *ClientConn, method string, p *peer.Peer)
 		md = metadata.MD{}
 	}
 	md.Set("user-agent", cc.userAgent)
-	h := &stats.OutHeader{Client: true, FullMethod: method, Header: md, Authority: cc.authority}
+	h := &stats.OutHeader{Client: true, FullMethod: method, Header: md, Authority: cc.authority, Compression: c.compressor}
 	if p != nil {
 		h.RemoteAddr, h.LocalAddr = p.Addr, p.LocalAddr
 	}
@@ -81,7 +83,7 @@ func (c *clientCallStats) sendMsg(cs *grpcwire.ClientStream, m any, last bool) e
 	n, err := cs.SendMsgSized(m, last)
 	if err == nil {
 		c.sh.HandleRPC(c.ctx, &stats.OutPayload{
-			Client: true, Payload: m, Length: n, CompressedLength: n, WireLength: n + grpcwire.PrefixLen, SentTime: time.Now(),
+			Client: true, Payload: m, Length: n.Len, CompressedLength: n.Wire, WireLength: n.Wire + grpcwire.PrefixLen, SentTime: time.Now(),
 		})
 	}
 	return err
@@ -92,7 +94,7 @@ func (c *clientCallStats) recvMsg(cs *grpcwire.ClientStream, m any) error {
 	n, err := cs.RecvMsgSized(m)
 	if err == nil {
 		c.sh.HandleRPC(c.ctx, &stats.InPayload{
-			Client: true, Payload: m, Length: n, CompressedLength: n, WireLength: n + grpcwire.PrefixLen, RecvTime: time.Now(),
+			Client: true, Payload: m, Length: n.Len, CompressedLength: n.Wire, WireLength: n.Wire + grpcwire.PrefixLen, RecvTime: time.Now(),
 		})
 	}
 	return err

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	grpcgzip "google.golang.org/grpc/encoding/gzip"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
@@ -259,6 +260,12 @@ func withScenario(ctx context.Context, name string) context.Context {
 var statsScenarios = []statsScenario{
 	{name: "unary-ok", run: func(ctx context.Context, _ grpc.ClientConnInterface, tc testgrpc.TestServiceClient) error {
 		_, err := tc.UnaryCall(withScenario(ctx, "unary-ok"), &testpb.SimpleRequest{Payload: payload(10)})
+		return err
+	}},
+	// Compressed both ways (the server answers in the request's
+	// encoding): the payload events carry the compressed lengths.
+	{name: "unary-gzip", run: func(ctx context.Context, _ grpc.ClientConnInterface, tc testgrpc.TestServiceClient) error {
+		_, err := tc.UnaryCall(withScenario(ctx, "unary-gzip"), &testpb.SimpleRequest{Payload: payload(1000)}, grpc.UseCompressor(grpcgzip.Name))
 		return err
 	}},
 	{name: "unary-error", run: func(ctx context.Context, _ grpc.ClientConnInterface, tc testgrpc.TestServiceClient) error {

@@ -174,30 +174,32 @@ func (s *ClientStream) SendMsg(m any, last bool) error {
 	return err
 }
 
-// SendMsgSized is SendMsg that also returns the length of the message
-// sent, without its prefix.
-func (s *ClientStream) SendMsgSized(m any, last bool) (int, error) {
+// SendMsgSized is SendMsg that also returns the size of the message sent.
+func (s *ClientStream) SendMsgSized(m any, last bool) (MsgSize, error) {
 	if s.canceled() {
-		return 0, io.EOF
+		return MsgSize{}, io.EOF
 	}
 	var b *bufpool.Buffer
+	var n MsgSize
 	var err error
 	if s.comp == nil {
-		b, err = EncodeBuffer(s.pool, s.codec, m, s.maxSend)
+		if b, err = EncodeBuffer(s.pool, s.codec, m, s.maxSend); err == nil {
+			n.Len = b.Len() - PrefixLen
+			n.Wire = n.Len
+		}
 	} else {
-		b, err = EncodeCompressed(s.pool, s.codec, s.comp, m, s.maxSend)
+		b, n, err = EncodeCompressed(s.pool, s.codec, s.comp, m, s.maxSend)
 	}
 	if err != nil {
 		// grpc-go ends the call with the encoding error.
 		s.st.Reset(h2frame.ErrCodeCancel)
-		return 0, err
+		return MsgSize{}, err
 	}
-	n := b.Len() - PrefixLen
 	if err := s.st.WriteData(b, last); err != nil { // takes ownership of b
 		if err == h2conn.ErrConcurrentWrite {
-			return 0, errConcurrentSend // misuse, not the end of the call
+			return MsgSize{}, errConcurrentSend // misuse, not the end of the call
 		}
-		return 0, io.EOF
+		return MsgSize{}, io.EOF
 	}
 	return n, nil
 }
@@ -314,23 +316,23 @@ func (s *ClientStream) RecvMsg(m any) error {
 	return err
 }
 
-// RecvMsgSized is RecvMsg that also returns the length of the message
-// received, without its prefix.
-func (s *ClientStream) RecvMsgSized(m any) (int, error) { return s.recvMsg(m, true) }
+// RecvMsgSized is RecvMsg that also returns the size of the message
+// received.
+func (s *ClientStream) RecvMsgSized(m any) (MsgSize, error) { return s.recvMsg(m, true) }
 
-// recvMsg receives into m; the length is measured only when sized (an
+// recvMsg receives into m; the size is measured only when sized (an
 // interface call on the message's buffer that RecvMsg does not pay).
-func (s *ClientStream) recvMsg(m any, sized bool) (n int, err error) {
+func (s *ClientStream) recvMsg(m any, sized bool) (n MsgSize, err error) {
 	msg, err := s.Recv()
 	if err != nil {
-		return 0, err
+		return MsgSize{}, err
 	}
 	if sized {
-		n = msg.Data.Len()
+		n = msg.size()
 	}
 	if err := DecodeMessage(s.codec, msg, m); err != nil {
 		s.fail(err)
-		return 0, err
+		return MsgSize{}, err
 	}
 	return n, nil
 }

@@ -186,12 +186,16 @@ func compressInto(w io.Writer, comp encoding.Compressor, payload []byte) error {
 // the send limit applies to the compressed size. It returns an owned
 // buffer. Callers without a compressor call EncodeBuffer themselves, so
 // that the uncompressed path costs a nil check and no call more.
-func EncodeCompressed(pool *bufpool.Pool, codec encoding.CodecV2, comp encoding.Compressor, msg any, maxSend int) (*bufpool.Buffer, error) {
+func EncodeCompressed(pool *bufpool.Pool, codec encoding.CodecV2, comp encoding.Compressor, msg any, maxSend int) (*bufpool.Buffer, MsgSize, error) {
 	b, err := EncodeBuffer(pool, codec, msg, 0)
 	if err != nil {
-		return nil, err
+		return nil, MsgSize{}, err
 	}
-	return CompressBuffer(pool, comp, b, maxSend)
+	n := b.Len() - PrefixLen
+	if b, err = CompressBuffer(pool, comp, b, maxSend); err != nil {
+		return nil, MsgSize{}, err
+	}
+	return b, MsgSize{Len: n, Wire: b.Len() - PrefixLen}, nil
 }
 
 // SetEncoding tells the Parser the grpc-encoding of the messages it
@@ -244,7 +248,7 @@ func (p *Parser) inflate(m Message) (Message, error) {
 		out.Free()
 		return Message{}, status.Errorf(codes.ResourceExhausted, "grpc: received message after decompression larger than max %d", limit)
 	}
-	msg := Message{Compressed: true}
+	msg := Message{Compressed: true, WireLen: len(src)}
 	if n == 0 {
 		out.Free()
 		return msg, nil
@@ -351,6 +355,17 @@ func (s *ServerStream) initCompression() {
 	if c := s.parser.decomp; c != nil {
 		s.comp = &sendCompression{name: s.Req.Encoding, comp: c}
 	}
+}
+
+// SendEncoding returns the grpc-encoding of the response messages, "" for
+// none: what the response headers name once they are sent. Like
+// SetSendCompressor, it must not run concurrently with SendMsg or
+// SendHeader.
+func (s *ServerStream) SendEncoding() string {
+	if s.comp == nil {
+		return ""
+	}
+	return s.comp.name
 }
 
 // SetSendCompressor makes the response messages compressed with the

@@ -171,9 +171,13 @@ func TestEncodeCompressed(t *testing.T) {
 	gz := encoding.GetCompressor(grpcgzip.Name)
 	in := &grpc_testing.SimpleRequest{Payload: &grpc_testing.Payload{Body: make([]byte, 64<<10)}}
 	// The send limit applies to the compressed size, as grpc-go's.
-	b, err := EncodeCompressed(pool, protoCodec, gz, in, 4<<10)
+	b, sz, err := EncodeCompressed(pool, protoCodec, gz, in, 4<<10)
 	if err != nil {
 		t.Fatalf("64 KiB of zeros under a 4 KiB limit: %v", err)
+	}
+	// Stats handlers report both sizes: the payload's and the wire's.
+	if sz.Len != proto.Size(in) || sz.Wire != b.Len()-PrefixLen || sz.Wire >= sz.Len {
+		t.Errorf("sizes %+v for %d bytes encoded, %d on the wire", sz, proto.Size(in), b.Len()-PrefixLen)
 	}
 	var out grpc_testing.SimpleRequest
 	p := Parser{Pool: pool}
@@ -182,6 +186,9 @@ func TestEncodeCompressed(t *testing.T) {
 	m, ok, err := p.Next()
 	if !ok || err != nil || !m.Compressed {
 		t.Fatal(ok, err, m.Compressed)
+	}
+	if got := m.size(); got != sz {
+		t.Errorf("received sizes %+v, sent %+v", got, sz)
 	}
 	if err := DecodeMessage(protoCodec, m, &out); err != nil {
 		t.Fatal(err)
@@ -193,12 +200,12 @@ func TestEncodeCompressed(t *testing.T) {
 	random := make([]byte, 8<<10)
 	rand.New(rand.NewSource(2)).Read(random)
 	in.Payload.Body = random
-	if _, err := EncodeCompressed(pool, protoCodec, gz, in, 4<<10); status.Code(err) != codes.ResourceExhausted {
+	if _, _, err := EncodeCompressed(pool, protoCodec, gz, in, 4<<10); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("8 KiB incompressible under a 4 KiB limit: %v", err)
 	}
 	// An empty message goes uncompressed, flag unset, as grpc-go sends it.
-	b, err = EncodeCompressed(pool, protoCodec, gz, &grpc_testing.Empty{}, 0)
-	if err != nil || b.Len() != PrefixLen || b.Bytes()[0] != 0 {
+	b, sz, err = EncodeCompressed(pool, protoCodec, gz, &grpc_testing.Empty{}, 0)
+	if err != nil || b.Len() != PrefixLen || b.Bytes()[0] != 0 || sz != (MsgSize{}) {
 		t.Errorf("empty message: %v % x", err, b.Bytes())
 	}
 	b.Free()

@@ -47,9 +47,26 @@ type Message struct {
 	// Compressed says the message arrived with the compressed flag; Next
 	// returns it decompressed.
 	Compressed bool
+	// WireLen is the payload's length as it arrived when Next
+	// decompressed it (Compressed), for stats handlers; 0 otherwise.
+	WireLen int
 	// release is the pooled buffer a small message's Data views (mem's
 	// small buffers cannot hand memory back); owned by the Message.
 	release *bufpool.Buffer
+}
+
+// MsgSize is a message's size as stats handlers report it, without the
+// 5-byte prefix: Len of the payload, Wire of the payload as it crossed the
+// wire (compressed, when it was; else Len).
+type MsgSize struct{ Len, Wire int }
+
+// size returns the message's MsgSize.
+func (m *Message) size() MsgSize {
+	n := m.Data.Len()
+	if m.WireLen > 0 {
+		return MsgSize{Len: n, Wire: m.WireLen}
+	}
+	return MsgSize{Len: n, Wire: n}
 }
 
 // Free releases the message's memory.

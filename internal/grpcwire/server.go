@@ -323,30 +323,31 @@ func (s *ServerStream) SendLastMsg(m any) error {
 }
 
 // SendMsgSized is SendMsg (SendLastMsg when last) for a caller that
-// reports what went out (stats handlers): n is the length of the encoded
-// message without its prefix (compressed, when it is), and sentHeader
-// says that this call sent the response headers ahead of it.
-func (s *ServerStream) SendMsgSized(m any, last bool) (n int, sentHeader bool, err error) {
+// reports what went out (stats handlers): n is the message's size, and
+// sentHeader says that this call sent the response headers ahead of it.
+func (s *ServerStream) SendMsgSized(m any, last bool) (n MsgSize, sentHeader bool, err error) {
 	return s.sendMsg(m, last)
 }
 
-func (s *ServerStream) sendMsg(m any, last bool) (n int, sentHeader bool, err error) {
+func (s *ServerStream) sendMsg(m any, last bool) (n MsgSize, sentHeader bool, err error) {
 	c := s.comp
 	var b *bufpool.Buffer
 	if c == nil || c.comp == nil {
-		b, err = EncodeBuffer(s.pool, s.Codec, m, s.maxSend)
+		if b, err = EncodeBuffer(s.pool, s.Codec, m, s.maxSend); err == nil {
+			n.Len = b.Len() - PrefixLen
+			n.Wire = n.Len
+		}
 	} else {
-		b, err = EncodeCompressed(s.pool, s.Codec, c.comp, m, s.maxSend)
+		b, n, err = EncodeCompressed(s.pool, s.Codec, c.comp, m, s.maxSend)
 	}
 	if err != nil {
-		return 0, false, err
+		return MsgSize{}, false, err
 	}
-	n = b.Len() - PrefixLen
 	s.mu.Lock()
 	if err := s.enterLocked(false); err != nil {
 		s.mu.Unlock()
 		b.Free()
-		return 0, false, err
+		return MsgSize{}, false, err
 	}
 	if !s.headerSent {
 		// The headers name the compressor the message was compressed
@@ -358,7 +359,7 @@ func (s *ServerStream) sendMsg(m any, last bool) (n int, sentHeader bool, err er
 			s.mu.Unlock()
 			b.Free()
 			s.leave(false)
-			return 0, false, err
+			return MsgSize{}, false, err
 		}
 		sentHeader = true
 	}
@@ -370,7 +371,7 @@ func (s *ServerStream) sendMsg(m any, last bool) (n int, sentHeader bool, err er
 	}
 	s.leave(false)
 	if err != nil {
-		return 0, sentHeader, StreamStatusError(s.ctx, err)
+		return MsgSize{}, sentHeader, StreamStatusError(s.ctx, err)
 	}
 	return n, sentHeader, nil
 }
@@ -397,25 +398,25 @@ func (s *ServerStream) RecvMsg(m any) error {
 	return err
 }
 
-// RecvMsgSized is RecvMsg that also returns the length of the message
-// received, without its prefix.
-func (s *ServerStream) RecvMsgSized(m any) (n int, err error) { return s.recvMsg(m, true) }
+// RecvMsgSized is RecvMsg that also returns the size of the message
+// received.
+func (s *ServerStream) RecvMsgSized(m any) (n MsgSize, err error) { return s.recvMsg(m, true) }
 
-// recvMsg receives into m; the length is measured only when sized (an
+// recvMsg receives into m; the size is measured only when sized (an
 // interface call on the message's buffer that RecvMsg does not pay).
-func (s *ServerStream) recvMsg(m any, sized bool) (n int, err error) {
+func (s *ServerStream) recvMsg(m any, sized bool) (n MsgSize, err error) {
 	if err := s.enterRecv(); err != nil {
-		return 0, err
+		return MsgSize{}, err
 	}
 	// A user until the message is decoded: it may be a view into the
 	// parser, which the last user's leave gives back.
 	defer s.leave(true)
 	msg, err := s.recvEntered()
 	if err != nil {
-		return 0, err
+		return MsgSize{}, err
 	}
 	if sized {
-		n = msg.Data.Len()
+		n = msg.size()
 	}
 	return n, DecodeMessage(s.Codec, msg, m)
 }
