@@ -352,8 +352,11 @@ func (s *ServerStream) sendMsg(m any, last bool) (n MsgSize, sentHeader bool, er
 	if !s.headerSent {
 		// The headers name the compressor the message was compressed
 		// with, even if a SetSendCompressor broke its contract and ran
-		// meanwhile.
-		s.comp = c
+		// meanwhile. Written only then: concurrent SendMsgs (misuse, but
+		// refused cleanly) read it outside mu.
+		if s.comp != c {
+			s.comp = c
+		}
 		// The message follows at once: the headers are held for it.
 		if err := s.sendHeaderHoldLocked(true); err != nil {
 			s.mu.Unlock()
