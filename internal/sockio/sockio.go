@@ -67,7 +67,12 @@ func Wrap(c net.Conn, pooled bool) net.Conn {
 	if w := wrapRaw(c, pooled); w != nil {
 		return w
 	}
-	return &FallbackConn{Conn: c}
+	fc := &FallbackConn{Conn: c}
+	switch c.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		fc.vec = true
+	}
+	return fc
 }
 
 // PooledReadsDefault reports whether pooled reads are on by default: true
@@ -86,6 +91,10 @@ func PooledReadsDefault() bool {
 // descriptor: it adds WriteVec to the conn and nothing else.
 type FallbackConn struct {
 	net.Conn
+	// vec says that the conn takes net.Buffers in one writev (TCP and
+	// Unix conns); others (TLS, pipes, a dialer's own conns) get each
+	// slice as a Write of its own, so WriteVec joins slices for them.
+	vec bool
 	// bufs is the net.Buffers handed to WriteTo, reused across calls so that
 	// WriteVec does not allocate; borrowed from the caller's bufs, valid while
 	// WriteVec runs.
@@ -98,12 +107,69 @@ type FallbackConn struct {
 // writes otherwise. It returns the number of bytes written and the first
 // error. The caller serialises calls to WriteVec.
 func (c *FallbackConn) WriteVec(bufs [][]byte) (int64, error) {
+	if !c.vec && len(bufs) > 1 {
+		return c.writeJoined(bufs)
+	}
 	c.store = append(c.store[:0], bufs...)
 	c.bufs = c.store
 	n, err := c.bufs.WriteTo(c.Conn)
 	clear(c.store)
 	c.bufs = nil
 	return n, err
+}
+
+// joinedWrite is the most bytes writeJoined gathers for one Write: a TLS
+// record's plaintext. crypto/tls seals a record, and writes it to the
+// socket, for every Write (and every 16 KiB of one), so a batch of frames
+// passed slice by slice took a record and a system call per slice: for a
+// large message, one for each 9-byte frame header.
+const joinedWrite = 16 << 10
+
+// writeJoined is WriteVec for a conn without writev: small slices are
+// copied together into writes of up to joinedWrite bytes, and what is left
+// of a large slice once such a write is full goes out as it is, without a
+// copy. It borrows bufs until return; the scratch it copies into comes from
+// the pool for the call's length, so an idle conn holds none.
+func (c *FallbackConn) writeJoined(bufs [][]byte) (int64, error) {
+	sb := bufpool.Default().Get(joinedWrite)
+	acc := sb.Bytes()[:0]
+	var n int64
+	var err error
+	for _, p := range bufs {
+		if len(acc) == 0 && len(p) >= joinedWrite {
+			n, err = c.write(n, p)
+			if err != nil {
+				break
+			}
+			continue
+		}
+		for len(p) > 0 && err == nil {
+			k := min(len(p), joinedWrite-len(acc))
+			acc, p = append(acc, p[:k]...), p[k:]
+			if len(acc) < joinedWrite {
+				break // p is all in acc
+			}
+			if n, err = c.write(n, acc); err == nil && len(p) >= joinedWrite {
+				n, err = c.write(n, p)
+				p = nil
+			}
+			acc = acc[:0]
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err == nil && len(acc) > 0 {
+		n, err = c.write(n, acc)
+	}
+	sb.Free() // the scratch; nothing refers to it once the writes returned
+	return n, err
+}
+
+// write writes p and returns n plus the bytes written.
+func (c *FallbackConn) write(n int64, p []byte) (int64, error) {
+	m, err := c.Conn.Write(p)
+	return n + int64(m), err
 }
 
 // NetConn returns the wrapped conn.

@@ -3,6 +3,7 @@ package sockio
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -214,5 +215,61 @@ func TestSetNoDelay(t *testing.T) {
 	}
 	if err := SetRcvLowat(a, 10); err != nil {
 		t.Fatalf("SetRcvLowat(pipe) = %v, want nil (no-op)", err)
+	}
+}
+
+// writeRecorder is a conn without writev that records each Write.
+type writeRecorder struct {
+	net.Conn // nil: only Write is called
+	writes   [][]byte
+}
+
+func (w *writeRecorder) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, bytes.Clone(p))
+	return len(p), nil
+}
+
+// A conn without writev (TLS, a pipe) gets a batch's slices joined into
+// writes of up to a TLS record's plaintext, not a Write per slice, and the
+// rest of a large slice as it is; the bytes and their order are kept.
+func TestFallbackJoinsSlices(t *testing.T) {
+	small := func(b byte, n int) []byte { return bytes.Repeat([]byte{b}, n) }
+	cases := []struct {
+		name   string
+		bufs   [][]byte
+		writes []int // the length of each Write
+	}{
+		{"frames of a batch", [][]byte{small('a', 9), small('b', 100), small('c', 9), small('d', 200)}, []int{318}},
+		{"header, large payload, header", [][]byte{small('h', 9), small('p', 40<<10), small('i', 9)}, []int{joinedWrite, 40<<10 - (joinedWrite - 9), 9}},
+		{"large payload first", [][]byte{small('p', 20<<10), small('h', 9)}, []int{20 << 10, 9}},
+		{"small slices past a record", [][]byte{small('x', 10<<10), small('y', 10<<10)}, []int{joinedWrite, 20<<10 - joinedWrite}},
+	}
+	base := bufpool.Default().Outstanding()
+	for _, tc := range cases {
+		rec := &writeRecorder{}
+		fc := &FallbackConn{Conn: rec}
+		n, err := fc.WriteVec(tc.bufs)
+		want := bytes.Join(tc.bufs, nil)
+		if err != nil || n != int64(len(want)) {
+			t.Fatalf("%s: WriteVec = %d, %v; want %d", tc.name, n, err, len(want))
+		}
+		if got := bytes.Join(rec.writes, nil); !bytes.Equal(got, want) {
+			t.Fatalf("%s: the bytes written differ from the slices", tc.name)
+		}
+		var lens []int
+		for _, w := range rec.writes {
+			lens = append(lens, len(w))
+		}
+		if fmt.Sprint(lens) != fmt.Sprint(tc.writes) {
+			t.Errorf("%s: writes of %v bytes, want %v", tc.name, lens, tc.writes)
+		}
+	}
+	if out := bufpool.Default().Outstanding(); out != base {
+		t.Errorf("%d pooled buffers out after the writes, want %d", out, base)
+	}
+	// A TCP conn keeps its writev (a zero TCPConn has no descriptor, so
+	// every platform gives it the FallbackConn).
+	if f, ok := Wrap(new(net.TCPConn), false).(*FallbackConn); !ok || !f.vec {
+		t.Errorf("Wrap(TCPConn without a descriptor) = %#v, want a FallbackConn that writes with writev", f)
 	}
 }
