@@ -306,26 +306,7 @@ func (cc *ClientConn) invokeOnce(ctx context.Context, method string, args, reply
 	}
 	defer cs.Release() // after ci.after: the stream object goes back to the connection
 	defer ci.after(cs, p)
-	if err := cs.SendMsg(args, true); err != nil && err != io.EOF {
-		cs.Abort()
-		return err
-	}
-	if err := cs.RecvMsg(reply); err != nil {
-		if err == io.EOF {
-			return status.Error(codes.Internal, "cardinality violation: received no response message from non-server-streaming RPC")
-		}
-		return err
-	}
-	msg, err := cs.Recv()
-	if err == nil {
-		msg.Free()
-		cs.Abort()
-		return status.Error(codes.Internal, "cardinality violation: expected <EOF> for non server-streaming RPCs, but received another message")
-	}
-	if err == io.EOF {
-		return nil
-	}
-	return err
+	return invokeStream(cs, nil, args, reply)
 }
 
 // invokeOnceStats is invokeOnce with a stats handler.
@@ -334,21 +315,32 @@ func (cc *ClientConn) invokeOnceStats(ctx context.Context, method string, args, 
 	if err != nil {
 		return cc.closingErr(err)
 	}
-	err = cc.closingErr(invokeStream(cs, p, cst, args, reply, ci))
+	err = cc.closingErr(invokeStream(cs, cst, args, reply))
 	cst.end(err, cs.Trailer())
 	ci.after(cs, p)
 	cs.Release()
 	return err
 }
 
-// invokeStream is invokeOnce's exchange on an open stream, reported to
-// cst.
-func invokeStream(cs *grpcwire.ClientStream, p *peer.Peer, cst *clientCallStats, args, reply any, ci *callInfo) error {
-	if err := cst.sendMsg(cs, args, true); err != nil && err != io.EOF {
+// invokeStream is a unary call's exchange on an open stream: the request,
+// then exactly one response; reported to cst when it is not nil.
+func invokeStream(cs *grpcwire.ClientStream, cst *clientCallStats, args, reply any) error {
+	var err error
+	if cst != nil {
+		err = cst.sendMsg(cs, args, true)
+	} else {
+		err = cs.SendMsg(args, true)
+	}
+	if err != nil && err != io.EOF {
 		cs.Abort()
 		return err
 	}
-	if err := cst.recvMsg(cs, reply); err != nil {
+	if cst != nil {
+		err = cst.recvMsg(cs, reply)
+	} else {
+		err = cs.RecvMsg(reply)
+	}
+	if err != nil {
 		if err == io.EOF {
 			return status.Error(codes.Internal, "cardinality violation: received no response message from non-server-streaming RPC")
 		}

@@ -137,9 +137,13 @@ func setup(t *testing.T, p pair, ss serverSettings, cs clientSettings) *env {
 
 // forPairs runs f once per pair, checking that goroutines return to their
 // baseline afterwards.
-func forPairs(t *testing.T, f func(t *testing.T, p pair)) {
+func forPairs(t *testing.T, f func(t *testing.T, p pair)) { forPairsIn(t, pairs, f) }
+
+// forPairsIn runs f once per pairing of list, checking that goroutines and
+// pool buffers return to their baseline afterwards.
+func forPairsIn(t *testing.T, list []pair, f func(t *testing.T, p pair)) {
 	sockio.StartIdlePoller() // process-wide, started before the baseline
-	for _, p := range pairs {
+	for _, p := range list {
 		t.Run(p.name, func(t *testing.T) {
 			base := runtime.NumGoroutine()
 			bufs := bufpool.Default().Outstanding()

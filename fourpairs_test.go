@@ -2,12 +2,9 @@ package leangrpc_test
 
 import (
 	"net"
-	"runtime"
 	"testing"
 
 	"github.com/leangrpc/leangrpc"
-	"github.com/leangrpc/leangrpc/internal/bufpool"
-	"github.com/leangrpc/leangrpc/internal/sockio"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/interop"
@@ -18,20 +15,8 @@ import (
 // tests asking for "the same as grpc-go" compare the other three with.
 var allPairs = append([]pair{{"grpc-grpc", false, false}}, pairs...)
 
-// forAllPairs is forPairs over allPairs: f runs once per pairing, and
-// goroutines and pool buffers must return to their baseline afterwards.
-func forAllPairs(t *testing.T, f func(t *testing.T, p pair)) {
-	sockio.StartIdlePoller() // process-wide, started before the baseline
-	for _, p := range allPairs {
-		t.Run(p.name, func(t *testing.T) {
-			base := runtime.NumGoroutine()
-			bufs := bufpool.Default().Outstanding()
-			t.Run("body", func(t *testing.T) { f(t, p) })
-			checkGoroutines(t, base)
-			checkBuffers(t, bufs)
-		})
-	}
-}
+// forAllPairs is forPairs over allPairs.
+func forAllPairs(t *testing.T, f func(t *testing.T, p pair)) { forPairsIn(t, allPairs, f) }
 
 // stackOptions are the options one test case gives each implementation.
 type stackOptions struct {
