@@ -24,3 +24,21 @@ func TestKeepaliveTimeFloor(t *testing.T) {
 		}
 	}
 }
+
+// TestServerKeepaliveTimeFloor: KeepaliveParams raises a ping Time under
+// 1 s to 1 s, as grpc-go's does; zero (no pings) stays zero.
+func TestServerKeepaliveTimeFloor(t *testing.T) {
+	for _, tc := range []struct{ in, want time.Duration }{
+		{0, 0},
+		{time.Millisecond, time.Second},
+		{999 * time.Millisecond, time.Second},
+		{time.Second, time.Second},
+		{time.Minute, time.Minute},
+	} {
+		var o serverOptions
+		KeepaliveParams(keepalive.ServerParameters{Time: tc.in, Timeout: 3 * time.Second, MaxConnectionIdle: time.Hour}).applyServer(&o)
+		if o.kp.Time != tc.want || o.kp.Timeout != 3*time.Second || o.kp.MaxConnectionIdle != time.Hour {
+			t.Errorf("KeepaliveParams(Time %v) = %+v, want Time %v and the rest kept", tc.in, o.kp, tc.want)
+		}
+	}
+}

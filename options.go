@@ -118,8 +118,19 @@ func MaxFrameSize(n uint32) ServerOption {
 const grpcMaxFrameSize = 256 << 10
 
 // KeepaliveParams sets the server's connection management: idle and age
-// limits and its own keepalive pings.
+// limits and its own keepalive pings. A Time under 1 s is raised to 1 s
+// with a warning logged through grpclog, as grpc-go does.
 func KeepaliveParams(kp keepalive.ServerParameters) ServerOption {
+	const minTime = time.Second // grpc-go's floor for a server's pings
+	if kp.Time > 0 && kp.Time < minTime {
+		logger.Warningf("Adjusting keepalive ping interval to minimum period of %v", minTime)
+		kp.Time = minTime
+	}
+	return keepaliveParams(kp)
+}
+
+// keepaliveParams is KeepaliveParams without the floor.
+func keepaliveParams(kp keepalive.ServerParameters) ServerOption {
 	return serverOptionFunc(func(o *serverOptions) { o.kp = kp })
 }
 

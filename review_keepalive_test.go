@@ -24,7 +24,7 @@ import (
 func TestReviewServerKeepaliveSharedTimers(t *testing.T) {
 	sockio.StartIdlePoller()
 	const every, timeout = 100 * time.Millisecond, 100 * time.Millisecond
-	_, addr := serve(t, leangrpc.KeepaliveParams(keepalive.ServerParameters{Time: every, Timeout: timeout}))
+	_, addr := serve(t, leangrpc.KeepaliveParamsUnfloored(keepalive.ServerParameters{Time: every, Timeout: timeout}))
 	const conns = 16
 	type result struct {
 		answering bool
