@@ -93,19 +93,19 @@ var (
 	bidiDesc     = &grpc.StreamDesc{StreamName: "Stream", ServerStreams: true, ClientStreams: true}
 )
 
-// forStacks runs f for every client stack against every server stack,
-// checking goroutines and pooled buffers afterwards.
+// forStacks runs f for every client stack against every server stack
+// (forAllPairs' four pairings), checking goroutines and pooled buffers
+// afterwards.
 func forStacks(t *testing.T, f func(t *testing.T, client, server stack)) {
-	for _, srv := range stacks {
-		for _, cli := range stacks {
-			t.Run(cli.name+"-client_"+srv.name+"-server", func(t *testing.T) {
-				base, bufs := baseline()
-				t.Run("body", func(t *testing.T) { f(t, cli, srv) })
-				checkGoroutines(t, base)
-				checkBuffers(t, bufs)
-			})
-		}
+	forAllPairs(t, func(t *testing.T, p pair) { f(t, stackOf(p.leanClient), stackOf(p.leanServer)) })
+}
+
+// stackOf returns leangrpc's stack or grpc-go's.
+func stackOf(lean bool) stack {
+	if lean {
+		return stacks[0]
 	}
+	return stacks[1]
 }
 
 // baseline returns the goroutine count and the default pool's outstanding
