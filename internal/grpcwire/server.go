@@ -374,7 +374,7 @@ func (s *ServerStream) sendMsg(m any, last bool) (n MsgSize, sentHeader bool, er
 	}
 	s.leave(false)
 	if err != nil {
-		return MsgSize{}, sentHeader, StreamStatusError(s.ctx, err)
+		return MsgSize{}, sentHeader, s.statusError(err)
 	}
 	return n, sentHeader, nil
 }
@@ -440,6 +440,19 @@ func (s *ServerStream) enterRecv() error {
 // recvEntered returns the next message (the caller owns msg.Data) to a
 // caller registered as a receiving user (enterRecv), who leaves after it
 // is done with the message.
+// statusError is StreamStatusError for the handler: a stream the client
+// reset reads as the handler's context canceled, as grpc-go's server
+// reports it (it cancels the context and its receives report that),
+// also when the receive sees the reset before the context's cancellation
+// has run.
+func (s *ServerStream) statusError(err error) error {
+	var he *h2conn.Error
+	if s.ctx.Err() == nil && errors.As(err, &he) && he.StreamID != 0 && he.Initiator == h2conn.InitiatorPeer && !he.Unprocessed {
+		return status.FromContextError(context.Canceled).Err()
+	}
+	return StreamStatusError(s.ctx, err)
+}
+
 func (s *ServerStream) recvEntered() (Message, error) {
 	for {
 		msg, ok, err := s.parser.Next()
@@ -467,7 +480,7 @@ func (s *ServerStream) recvEntered() (Message, error) {
 			continue
 		}
 		if err != nil {
-			s.recvErr = StreamStatusError(s.ctx, err)
+			s.recvErr = s.statusError(err)
 			return Message{}, s.recvErr
 		}
 		s.parser.Push(b) // takes ownership of b
