@@ -1,0 +1,197 @@
+package leangrpc
+
+import (
+	"errors"
+	"sync"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// Name resolution runs through grpc-go's public resolver plug-in API: the
+// target's resolver.Builder builds a resolver.Resolver that reports to a
+// resolverConn, which keeps the addresses in an addrList. The ClientConn
+// builds the resolver on its first dial (as grpc-go's does when it leaves
+// idle) and reads the list only when it dials, so a call on a connected
+// ClientConn never touches any of it.
+
+// addrList is the addresses the resolver gave and the one in use. It is
+// what a load balancer will take over; for now the ClientConn connects to
+// the addresses one at a time in order and keeps the first that connects
+// (pick_first).
+type addrList struct {
+	addrs []resolver.Address
+	// err is the resolver's error while it has given no addresses, nil
+	// otherwise.
+	err error
+	// inUse is the address of the ClientConn's connection, valid while
+	// connected is set.
+	inUse     resolver.Address
+	connected bool
+}
+
+// has reports whether a is in the list, compared as grpc-go compares the
+// addresses of a connection: by Addr and ServerName.
+func (l *addrList) has(a resolver.Address) bool {
+	for _, b := range l.addrs {
+		if a.Addr == b.Addr && a.ServerName == b.ServerName {
+			return true
+		}
+	}
+	return false
+}
+
+// resolverConn is the resolver.ClientConn a resolver reports to.
+type resolverConn struct {
+	cc *ClientConn
+
+	mu   sync.Mutex // guards the fields below
+	list addrList
+	// first is closed by the resolver's first report (addresses or an
+	// error); the first dial waits for it.
+	first       chan struct{}
+	firstClosed bool
+	closed      bool
+	r           resolver.Resolver // nil until Build returns
+}
+
+func newResolverConn(cc *ClientConn) *resolverConn {
+	return &resolverConn{cc: cc, first: make(chan struct{})}
+}
+
+// errZeroAddresses is what grpc-go's pick_first reports for an update
+// without addresses.
+var errZeroAddresses = errors.New("produced zero addresses")
+
+// resolverError is a resolver's failure as a call sees it; the call fails
+// with Unavailable and this text, as under grpc-go's pick_first.
+type resolverError struct{ err error }
+
+func (e resolverError) Error() string { return "name resolver error: " + e.err.Error() }
+func (e resolverError) Unwrap() error { return e.err }
+
+// UpdateState takes a resolver's new addresses: those of its endpoints
+// when it gives endpoints, else its Addresses. An update without any
+// counts as an error and returns balancer.ErrBadResolverState, which tells
+// resolvers such as dns to try again later.
+func (rc *resolverConn) UpdateState(s resolver.State) error {
+	var addrs []resolver.Address
+	if len(s.Endpoints) > 0 {
+		for _, ep := range s.Endpoints {
+			addrs = append(addrs, ep.Addresses...)
+		}
+	} else {
+		addrs = append(addrs, s.Addresses...)
+	}
+	rc.mu.Lock()
+	if rc.closed {
+		rc.mu.Unlock()
+		return nil
+	}
+	rc.list.addrs = addrs
+	rc.list.err = nil
+	if len(addrs) == 0 {
+		rc.list.err = errZeroAddresses
+	}
+	keep := rc.list.connected && rc.list.has(rc.list.inUse)
+	rc.signalFirst()
+	rc.mu.Unlock()
+	rc.cc.addressesChanged(keep)
+	if len(addrs) == 0 {
+		return balancer.ErrBadResolverState
+	}
+	return nil
+}
+
+// ReportError takes a resolver's error. As under pick_first it is ignored
+// while earlier addresses are known; without them calls fail with it.
+func (rc *resolverConn) ReportError(err error) {
+	rc.mu.Lock()
+	if rc.closed || len(rc.list.addrs) > 0 {
+		rc.mu.Unlock()
+		return
+	}
+	rc.list.err = err
+	rc.signalFirst()
+	rc.mu.Unlock()
+	rc.cc.addressesChanged(false)
+}
+
+// NewAddress is the deprecated form of UpdateState.
+func (rc *resolverConn) NewAddress(addrs []resolver.Address) {
+	rc.UpdateState(resolver.State{Addresses: addrs})
+}
+
+// errServiceConfig is what ParseServiceConfig answers: leangrpc applies no
+// service config yet, and says so rather than accept one and ignore it.
+var errServiceConfig = errors.New("leangrpc: service config is not supported")
+
+// ParseServiceConfig refuses every service config (see errServiceConfig).
+// Resolvers are built with BuildOptions.DisableServiceConfig set, so the
+// ones that honour it (dns) do not ask.
+func (rc *resolverConn) ParseServiceConfig(string) *serviceconfig.ParseResult {
+	return &serviceconfig.ParseResult{Err: errServiceConfig}
+}
+
+// signalFirst closes first once; mu must be held.
+func (rc *resolverConn) signalFirst() {
+	if !rc.firstClosed {
+		rc.firstClosed = true
+		close(rc.first)
+	}
+}
+
+// snapshot returns the current addresses (shared, not to be modified) or
+// the resolver's error.
+func (rc *resolverConn) snapshot() ([]resolver.Address, error) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.list.addrs) == 0 {
+		if rc.list.err != nil {
+			return nil, resolverError{rc.list.err}
+		}
+		return nil, resolverError{errZeroAddresses}
+	}
+	return rc.list.addrs, nil
+}
+
+// setInUse records a as the address of the ClientConn's new connection
+// and reports whether the resolver still lists it. The ClientConn's mu is
+// held: it is taken before rc.mu, never after.
+func (rc *resolverConn) setInUse(a resolver.Address) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if !rc.list.has(a) {
+		return false
+	}
+	rc.list.inUse, rc.list.connected = a, true
+	return true
+}
+
+// resolveNow asks the resolver to resolve again. It takes no lock of the
+// ClientConn's: a resolver may report from inside ResolveNow.
+func (rc *resolverConn) resolveNow() {
+	rc.mu.Lock()
+	r := rc.r
+	closed := rc.closed
+	rc.mu.Unlock()
+	if r != nil && !closed {
+		r.ResolveNow(resolver.ResolveNowOptions{})
+	}
+}
+
+// close stops the resolver; later reports are ignored.
+func (rc *resolverConn) close() {
+	rc.mu.Lock()
+	if rc.closed {
+		rc.mu.Unlock()
+		return
+	}
+	rc.closed = true
+	r := rc.r
+	rc.mu.Unlock()
+	if r != nil {
+		r.Close()
+	}
+}
