@@ -140,7 +140,7 @@ func (cc *ClientConn) startResolver() error {
 		Authority:            cc.authority,
 	})
 	if err != nil {
-		return fmt.Errorf("failed to start resolver: %w", err)
+		return resolverError{err: err}
 	}
 	rc.mu.Lock()
 	closed := rc.closed
@@ -155,7 +155,8 @@ func (cc *ClientConn) startResolver() error {
 }
 
 // addressesChanged is told by the resolver that its list changed; keep
-// says whether it still holds the address of the connection in use. A
+// says whether it still holds the address of the connection in use. The
+// resolver's lock is not held: this takes the ClientConn's. A
 // connection to an address that left the list is drained (its calls
 // finish) and the next call dials the new list; a ClientConn in backoff
 // dials at once.

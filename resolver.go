@@ -23,8 +23,10 @@ import (
 type addrList struct {
 	addrs []resolver.Address
 	// err is the resolver's error while it has given no addresses, nil
-	// otherwise.
-	err error
+	// otherwise; updated is set once it has given a state, even an empty
+	// one.
+	err     error
+	updated bool
 	// inUse is the address of the ClientConn's connection, valid while
 	// connected is set.
 	inUse     resolver.Address
@@ -40,6 +42,22 @@ func (l *addrList) has(a resolver.Address) bool {
 		}
 	}
 	return false
+}
+
+// sameAddrs reports whether a and b list the same addresses in the same
+// order. A resolver that answers every ResolveNow with the list it gave
+// before changes nothing: the ClientConn keeps its backoff, rather than
+// dial again at once after every failed round.
+func sameAddrs(a, b []resolver.Address) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Addr != b[i].Addr || a[i].ServerName != b[i].ServerName {
+			return false
+		}
+	}
+	return true
 }
 
 // resolverConn is the resolver.ClientConn a resolver reports to.
@@ -64,11 +82,23 @@ func newResolverConn(cc *ClientConn) *resolverConn {
 // without addresses.
 var errZeroAddresses = errors.New("produced zero addresses")
 
-// resolverError is a resolver's failure as a call sees it; the call fails
-// with Unavailable and this text, as under grpc-go's pick_first.
-type resolverError struct{ err error }
+// resolverError is a resolver's failure as a call sees it: the call fails
+// with Unavailable and this text. grpc-go's text depends on when the
+// resolver failed: before its first state no balancer exists and the call
+// gets the resolver's error as it is (and so does a failed Build); after
+// one, pick_first words it "name resolver error: ...".
+type resolverError struct {
+	err      error
+	balancer bool // worded as pick_first words it
+}
 
-func (e resolverError) Error() string { return "name resolver error: " + e.err.Error() }
+func (e resolverError) Error() string {
+	if e.balancer {
+		return "name resolver error: " + e.err.Error()
+	}
+	return e.err.Error()
+}
+
 func (e resolverError) Unwrap() error { return e.err }
 
 // UpdateState takes a resolver's new addresses: those of its endpoints
@@ -89,7 +119,9 @@ func (rc *resolverConn) UpdateState(s resolver.State) error {
 		rc.mu.Unlock()
 		return nil
 	}
+	changed := !sameAddrs(rc.list.addrs, addrs)
 	rc.list.addrs = addrs
+	rc.list.updated = true
 	rc.list.err = nil
 	if len(addrs) == 0 {
 		rc.list.err = errZeroAddresses
@@ -97,7 +129,9 @@ func (rc *resolverConn) UpdateState(s resolver.State) error {
 	keep := rc.list.connected && rc.list.has(rc.list.inUse)
 	rc.signalFirst()
 	rc.mu.Unlock()
-	rc.cc.addressesChanged(keep)
+	if changed {
+		rc.cc.addressesChanged(keep)
+	}
 	if len(addrs) == 0 {
 		return balancer.ErrBadResolverState
 	}
@@ -115,7 +149,6 @@ func (rc *resolverConn) ReportError(err error) {
 	rc.list.err = err
 	rc.signalFirst()
 	rc.mu.Unlock()
-	rc.cc.addressesChanged(false)
 }
 
 // NewAddress is the deprecated form of UpdateState.
@@ -148,10 +181,11 @@ func (rc *resolverConn) snapshot() ([]resolver.Address, error) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if len(rc.list.addrs) == 0 {
-		if rc.list.err != nil {
-			return nil, resolverError{rc.list.err}
+		err := rc.list.err
+		if err == nil {
+			err = errZeroAddresses
 		}
-		return nil, resolverError{errZeroAddresses}
+		return nil, resolverError{err: err, balancer: rc.list.updated}
 	}
 	return rc.list.addrs, nil
 }

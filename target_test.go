@@ -2,12 +2,14 @@ package leangrpc_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leangrpc/leangrpc"
 	"google.golang.org/grpc"
@@ -213,4 +215,56 @@ func testTargetCalls(t *testing.T) {
 			t.Errorf("%q: leangrpc sent :authority %q, grpc-go %q", target, got[0], got[1])
 		}
 	}
+}
+
+// TestTargetDialerAddress: a WithContextDialer function is given the same
+// address for a target by both stacks; for the unix resolvers that is the
+// address written as a unix target again, as grpc-go hands it on.
+func TestTargetDialerAddress(t *testing.T) {
+	base, bufs := baseline()
+	targets := []string{
+		"127.0.0.1:1",
+		"passthrough:///bufnet",
+		"passthrough:///unix:///tmp/x.sock",
+		"unix:///tmp/x.sock",
+		"unix:/tmp/x.sock",
+		"unix:relative.sock",
+		"unix-abstract:name",
+	}
+	for _, target := range targets {
+		var got [2]string
+		for i, lean := range []bool{true, false} {
+			seen := make(chan string, 1)
+			dialer := func(_ context.Context, addr string) (net.Conn, error) {
+				select {
+				case seen <- addr:
+				default:
+				}
+				return nil, errors.New("refused by the test")
+			}
+			var cc stackClient
+			var err error
+			if lean {
+				cc, err = leangrpc.NewClient(target, leangrpc.WithTransportCredentials(insecure.NewCredentials()), leangrpc.WithContextDialer(dialer))
+			} else {
+				cc, err = grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dialer))
+			}
+			if err != nil {
+				t.Fatalf("%q: %v", target, err)
+			}
+			testgrpc.NewTestServiceClient(cc).EmptyCall(ctxT(t), &testpb.Empty{})
+			select {
+			case got[i] = <-seen:
+			case <-time.After(5 * time.Second):
+				t.Errorf("%q (lean %v): the dialer was not called", target, lean)
+			}
+			cc.Close()
+		}
+		t.Logf("%q: dialer got %q", target, got[0])
+		if got[0] != got[1] {
+			t.Errorf("%q: leangrpc's dialer got %q, grpc-go's %q", target, got[0], got[1])
+		}
+	}
+	checkGoroutines(t, base)
+	checkBuffers(t, bufs)
 }
