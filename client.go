@@ -72,23 +72,20 @@ func max0(f float64) float64 {
 // accepts; it reconnects with exponential backoff when the connection is
 // lost, asking the resolver again when a round of dials fails.
 type ClientConn struct {
-	target  string
-	parsed  resolver.Target
-	builder resolver.Builder
-	res     *resolverConn
-	// unixScheme is set for grpc-go's unix and unix-abstract resolvers,
-	// whose addresses are socket paths. grpc-go marks such addresses with
-	// an attribute under an internal key; leangrpc knows them by the
-	// resolver that made them.
-	unixScheme bool
-	authority  string
-	scheme     string // :scheme, "https" under TLS credentials
-	opts       dialOptions
-	unaryInt   grpc.UnaryClientInterceptor
-	streamInt  grpc.StreamClientInterceptor
-	pool       *bufpool.Pool
-	h2cfg      *h2conn.Config // shared by the ClientConns of one configuration; read-only
-	userAgent  string
+	target string
+	// defScheme is the scheme prefixed to target to parse it, "" when it
+	// named its own (see parsedTarget).
+	defScheme string
+	builder   resolver.Builder
+	res       *resolverConn
+	authority string
+	scheme    string // :scheme, "https" under TLS credentials
+	opts      dialOptions
+	unaryInt  grpc.UnaryClientInterceptor
+	streamInt grpc.StreamClientInterceptor
+	pool      *bufpool.Pool
+	h2cfg     *h2conn.Config // shared by the ClientConns of one configuration; read-only
+	userAgent string
 	// acceptEncoding is the grpc-accept-encoding of the calls: the
 	// compressors registered in grpc-go's registry when the ClientConn was
 	// made (they register at init), as grpc-go's transport computes it.
@@ -114,15 +111,21 @@ type ClientConn struct {
 	retryAt time.Time     // no dial before this after a failure
 	retries int
 	closed  bool
-	old     []*h2conn.Conn // going-away connections still draining
+	// reresolve asks the next dial to call the resolver's ResolveNow
+	// first: the connection in use was lost.
+	reresolve bool
+	// unixScheme, set by NewClient and read-only (it sits here to share
+	// the padding after closed), marks grpc-go's unix and unix-abstract
+	// resolvers, whose addresses are socket paths. grpc-go marks such
+	// addresses with an attribute under an internal key; leangrpc knows
+	// them by the resolver that made them.
+	unixScheme bool
+	old        []*h2conn.Conn // going-away connections still draining
 	// dialCancel cancels the dial in progress; wakeCh, when not nil, is
 	// closed by Close and by a resolver update, which end the wait for
 	// the next attempt.
 	dialCancel context.CancelFunc
 	wakeCh     chan struct{}
-	// reresolve asks the next dial to call the resolver's ResolveNow
-	// first: the connection in use was lost.
-	reresolve bool
 }
 
 // defaultClientMaxFrameSize is the SETTINGS_MAX_FRAME_SIZE a client
@@ -172,11 +175,11 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		// per-RPC credentials to the connection's in its transport.
 		cc.opts.perRPC = append(cc.opts.perRPC[:len(cc.opts.perRPC):len(cc.opts.perRPC)], bundlePerRPC)
 	}
-	parsed, builder, err := parseTarget(target, cc.opts.resolvers)
+	parsed, builder, defScheme, err := parseTarget(target, cc.opts.resolvers)
 	if err != nil {
 		return nil, err
 	}
-	cc.parsed, cc.builder = parsed, builder
+	cc.defScheme, cc.builder = defScheme, builder
 	cc.res = newResolverConn(cc)
 	if s := parsed.URL.Scheme; (s == "unix" || s == "unix-abstract") && builder == resolver.Get(s) {
 		cc.unixScheme = true

@@ -81,7 +81,7 @@ func unavailable(err error) error {
 // connect builds the resolver if it has not been built, waits for its first
 // report, and dials its addresses in order; it returns the first
 // connection made and its address, or the last error.
-func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, resolver.Address, error) {
+func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, *resolver.Address, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cc.mu.Lock()
 	if cc.closed {
@@ -97,29 +97,27 @@ func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, resolver.Address, err
 		cancel()
 	}()
 	if err := cc.startResolver(); err != nil {
-		return nil, nil, resolver.Address{}, err
+		return nil, nil, nil, err
 	}
-	select {
-	case <-cc.res.first:
-	case <-ctx.Done():
-		return nil, nil, resolver.Address{}, ctx.Err()
+	if err := cc.res.waitFirst(ctx); err != nil {
+		return nil, nil, nil, err
 	}
 	addrs, err := cc.res.snapshot()
 	if err != nil {
-		return nil, nil, resolver.Address{}, err
+		return nil, nil, nil, err
 	}
-	for _, a := range addrs {
+	for i := range addrs {
 		var conn *h2conn.Conn
 		var p *peer.Peer
-		conn, p, err = cc.connectAddr(ctx, a)
+		conn, p, err = cc.connectAddr(ctx, addrs[i])
 		if err == nil {
-			return conn, p, a, nil
+			return conn, p, &addrs[i], nil
 		}
 		if ctx.Err() != nil {
 			break // closed
 		}
 	}
-	return nil, nil, resolver.Address{}, err
+	return nil, nil, nil, err
 }
 
 // startResolver builds the target's resolver unless it is built. Build runs
@@ -132,7 +130,7 @@ func (cc *ClientConn) startResolver() error {
 	if built {
 		return nil
 	}
-	r, err := cc.builder.Build(cc.parsed, rc, resolver.BuildOptions{
+	r, err := cc.builder.Build(cc.parsedTarget(), rc, resolver.BuildOptions{
 		DisableServiceConfig: true,
 		DialCreds:            cc.opts.creds,
 		CredsBundle:          cc.opts.bundle,

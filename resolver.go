@@ -1,6 +1,7 @@
 package leangrpc
 
 import (
+	"context"
 	"errors"
 	"sync"
 
@@ -27,10 +28,11 @@ type addrList struct {
 	// one.
 	err     error
 	updated bool
-	// inUse is the address of the ClientConn's connection, valid while
-	// connected is set.
-	inUse     resolver.Address
-	connected bool
+	// inUse points at the address of the ClientConn's latest
+	// connection in the list it came from (nil before the first): a
+	// pointer, not a copy, keeps an Address's 64 bytes out of every
+	// ClientConn.
+	inUse *resolver.Address
 }
 
 // has reports whether a is in the list, compared as grpc-go compares the
@@ -66,16 +68,17 @@ type resolverConn struct {
 
 	mu   sync.Mutex // guards the fields below
 	list addrList
-	// first is closed by the resolver's first report (addresses or an
-	// error); the first dial waits for it.
-	first       chan struct{}
-	firstClosed bool
-	closed      bool
-	r           resolver.Resolver // nil until Build returns
+	// reported is set by the resolver's first report (addresses or an
+	// error). A dial that finds it unset waits on first, made then: most
+	// resolvers report from inside Build and no channel is needed.
+	reported bool
+	first    chan struct{}
+	closed   bool
+	r        resolver.Resolver // nil until Build returns
 }
 
 func newResolverConn(cc *ClientConn) *resolverConn {
-	return &resolverConn{cc: cc, first: make(chan struct{})}
+	return &resolverConn{cc: cc}
 }
 
 // errZeroAddresses is what grpc-go's pick_first reports for an update
@@ -106,13 +109,14 @@ func (e resolverError) Unwrap() error { return e.err }
 // counts as an error and returns balancer.ErrBadResolverState, which tells
 // resolvers such as dns to try again later.
 func (rc *resolverConn) UpdateState(s resolver.State) error {
-	var addrs []resolver.Address
+	// The resolver hands the slices over (grpc-go keeps them too), so
+	// Addresses is kept as it is rather than copied.
+	addrs := s.Addresses
 	if len(s.Endpoints) > 0 {
+		addrs = nil
 		for _, ep := range s.Endpoints {
 			addrs = append(addrs, ep.Addresses...)
 		}
-	} else {
-		addrs = append(addrs, s.Addresses...)
 	}
 	rc.mu.Lock()
 	if rc.closed {
@@ -126,7 +130,7 @@ func (rc *resolverConn) UpdateState(s resolver.State) error {
 	if len(addrs) == 0 {
 		rc.list.err = errZeroAddresses
 	}
-	keep := rc.list.connected && rc.list.has(rc.list.inUse)
+	keep := rc.list.inUse != nil && rc.list.has(*rc.list.inUse)
 	rc.signalFirst()
 	rc.mu.Unlock()
 	if changed {
@@ -167,11 +171,34 @@ func (rc *resolverConn) ParseServiceConfig(string) *serviceconfig.ParseResult {
 	return &serviceconfig.ParseResult{Err: errServiceConfig}
 }
 
-// signalFirst closes first once; mu must be held.
+// signalFirst records the first report and wakes a dial waiting for it;
+// mu must be held.
 func (rc *resolverConn) signalFirst() {
-	if !rc.firstClosed {
-		rc.firstClosed = true
-		close(rc.first)
+	if !rc.reported {
+		rc.reported = true
+		if rc.first != nil {
+			close(rc.first)
+		}
+	}
+}
+
+// waitFirst waits for the resolver's first report, or for ctx to end.
+func (rc *resolverConn) waitFirst(ctx context.Context) error {
+	rc.mu.Lock()
+	if rc.reported {
+		rc.mu.Unlock()
+		return nil
+	}
+	if rc.first == nil {
+		rc.first = make(chan struct{})
+	}
+	first := rc.first
+	rc.mu.Unlock()
+	select {
+	case <-first:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -193,13 +220,13 @@ func (rc *resolverConn) snapshot() ([]resolver.Address, error) {
 // setInUse records a as the address of the ClientConn's new connection
 // and reports whether the resolver still lists it. The ClientConn's mu is
 // held: it is taken before rc.mu, never after.
-func (rc *resolverConn) setInUse(a resolver.Address) bool {
+func (rc *resolverConn) setInUse(a *resolver.Address) bool {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if !rc.list.has(a) {
+	if !rc.list.has(*a) {
 		return false
 	}
-	rc.list.inUse, rc.list.connected = a, true
+	rc.list.inUse = a
 	return true
 }
 

@@ -29,22 +29,39 @@ func targetDefaultScheme() string {
 	return defaultScheme
 }
 
-// parseTarget returns the parsed target and the builder of its resolver.
-func parseTarget(target string, own []resolver.Builder) (resolver.Target, resolver.Builder, error) {
+// parseTarget returns the parsed target, the builder of its resolver and
+// the default scheme it was read with ("" when it named its own).
+func parseTarget(target string, own []resolver.Builder) (t resolver.Target, b resolver.Builder, defScheme string, err error) {
 	if u, err := url.Parse(target); err == nil {
 		if b := findResolver(u.Scheme, own); b != nil {
-			return resolver.Target{URL: *u}, b, nil
+			return resolver.Target{URL: *u}, b, "", nil
 		}
 	}
-	u, err := url.Parse(targetDefaultScheme() + ":///" + target)
+	defScheme = targetDefaultScheme()
+	u, err := url.Parse(defScheme + ":///" + target)
 	if err != nil {
-		return resolver.Target{}, nil, err
+		return resolver.Target{}, nil, "", err
 	}
-	b := findResolver(u.Scheme, own)
-	if b == nil {
-		return resolver.Target{}, nil, fmt.Errorf("could not get resolver for default scheme: %q", u.Scheme)
+	if b = findResolver(u.Scheme, own); b == nil {
+		return resolver.Target{}, nil, "", fmt.Errorf("could not get resolver for default scheme: %q", u.Scheme)
 	}
-	return resolver.Target{URL: *u}, b, nil
+	return resolver.Target{URL: *u}, b, defScheme, nil
+}
+
+// parsedTarget parses the target again as NewClient did. The ClientConn
+// keeps the string and the scheme it was read with rather than the parsed
+// URL: a url.URL is 150 bytes that every idle ClientConn would carry for
+// the one Build and the rare CanonicalTarget.
+func (cc *ClientConn) parsedTarget() resolver.Target {
+	s := cc.target
+	if cc.defScheme != "" {
+		s = cc.defScheme + ":///" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return resolver.Target{} // not reached: NewClient parsed it
+	}
+	return resolver.Target{URL: *u}
 }
 
 // findResolver returns the builder for scheme: the first of the
@@ -113,4 +130,4 @@ func authorityByte(c byte) bool {
 // CanonicalTarget returns the target in its canonical form,
 // scheme://authority/endpoint, as grpc-go's ClientConn does: a target
 // given without a known scheme reads "dns:///" + target.
-func (cc *ClientConn) CanonicalTarget() string { return cc.parsed.String() }
+func (cc *ClientConn) CanonicalTarget() string { return cc.parsedTarget().String() }
