@@ -66,6 +66,12 @@ func sameAddrs(a, b []resolver.Address) bool {
 type resolverConn struct {
 	cc *ClientConn
 
+	// callMu serializes the calls into the resolver, ResolveNow and Close,
+	// as grpc-go does: no resolver sees ResolveNow during or after its
+	// Close. It is never held while taking the ClientConn's mu, and the
+	// resolver may report while it is held.
+	callMu sync.Mutex
+
 	mu   sync.Mutex // guards the fields below
 	list addrList
 	// reported is set by the resolver's first report (addresses or an
@@ -233,6 +239,8 @@ func (rc *resolverConn) setInUse(a *resolver.Address) bool {
 // resolveNow asks the resolver to resolve again. It takes no lock of the
 // ClientConn's: a resolver may report from inside ResolveNow.
 func (rc *resolverConn) resolveNow() {
+	rc.callMu.Lock()
+	defer rc.callMu.Unlock()
 	rc.mu.Lock()
 	r := rc.r
 	closed := rc.closed
@@ -244,6 +252,8 @@ func (rc *resolverConn) resolveNow() {
 
 // close stops the resolver; later reports are ignored.
 func (rc *resolverConn) close() {
+	rc.callMu.Lock()
+	defer rc.callMu.Unlock()
 	rc.mu.Lock()
 	if rc.closed {
 		rc.mu.Unlock()
