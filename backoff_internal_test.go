@@ -30,23 +30,3 @@ func TestBackoffDelays(t *testing.T) {
 		}
 	}
 }
-
-func TestResolveTarget(t *testing.T) {
-	tests := []struct {
-		in, want string
-		err      bool
-	}{
-		{"localhost:50051", "localhost:50051", false},
-		{"passthrough:///127.0.0.1:1", "127.0.0.1:1", false},
-		{"dns:///example.com:443", "example.com:443", false},
-		{"unix:///tmp/sock", "", true},
-		{"passthrough:///", "", true},
-		{"", "", true},
-	}
-	for _, tc := range tests {
-		got, err := resolveTarget(tc.in)
-		if (err != nil) != tc.err || got != tc.want {
-			t.Errorf("resolveTarget(%q) = %q, %v", tc.in, got, err)
-		}
-	}
-}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
@@ -67,32 +66,18 @@ func max0(f float64) float64 {
 	return f
 }
 
-// resolveTarget turns a target into a dial address. Only "host:port" and
-// "passthrough:///host:port" are understood now; this is where name
-// resolution will plug in.
-func resolveTarget(target string) (addr string, err error) {
-	switch {
-	case strings.HasPrefix(target, "passthrough:///"):
-		addr = strings.TrimPrefix(target, "passthrough:///")
-	case strings.HasPrefix(target, "dns:///"):
-		addr = strings.TrimPrefix(target, "dns:///")
-	case strings.Contains(target, "://"):
-		return "", fmt.Errorf("leangrpc: unsupported target scheme in %q", target)
-	default:
-		addr = target
-	}
-	if addr == "" {
-		return "", fmt.Errorf("leangrpc: empty address in target %q", target)
-	}
-	return addr, nil
-}
-
 // ClientConn is a client connection to one target. It implements
-// grpc.ClientConnInterface. It connects on the first RPC and reconnects
-// with exponential backoff when the connection is lost.
+// grpc.ClientConnInterface. On the first RPC it builds the target's
+// resolver and connects to the first of the resolved addresses that
+// accepts; it reconnects with exponential backoff when the connection is
+// lost, asking the resolver again when a round of dials fails.
 type ClientConn struct {
-	target    string
-	addr      string
+	target string
+	// defScheme is the scheme prefixed to target to parse it, "" when it
+	// named its own (see parsedTarget).
+	defScheme string
+	builder   resolver.Builder
+	res       *resolverConn
 	authority string
 	scheme    string // :scheme, "https" under TLS credentials
 	opts      dialOptions
@@ -109,7 +94,7 @@ type ClientConn struct {
 
 	// isClosed is closed, readable without mu. The ClientConn keeps no
 	// cancel context of its own: the dial in progress gets one (dialCancel)
-	// and a wait for the next attempt watches closeCh, made on demand, so
+	// and a wait for the next attempt watches wakeCh, made on demand, so
 	// that an idle ClientConn holds neither a Done channel nor a children
 	// map.
 	isClosed atomic.Bool
@@ -126,11 +111,21 @@ type ClientConn struct {
 	retryAt time.Time     // no dial before this after a failure
 	retries int
 	closed  bool
-	old     []*h2conn.Conn // going-away connections still draining
-	// dialCancel cancels the dial in progress; closeCh, when not nil, is
-	// closed by Close.
+	// reresolve asks the next dial to call the resolver's ResolveNow
+	// first: the connection in use was lost.
+	reresolve bool
+	// unixScheme, set by NewClient and read-only (it sits here to share
+	// the padding after closed), marks grpc-go's unix and unix-abstract
+	// resolvers, whose addresses are socket paths. grpc-go marks such
+	// addresses with an attribute under an internal key; leangrpc knows
+	// them by the resolver that made them.
+	unixScheme bool
+	old        []*h2conn.Conn // going-away connections still draining
+	// dialCancel cancels the dial in progress; wakeCh, when not nil, is
+	// closed by Close and by a resolver update, which end the wait for
+	// the next attempt.
 	dialCancel context.CancelFunc
-	closeCh    chan struct{}
+	wakeCh     chan struct{}
 }
 
 // defaultClientMaxFrameSize is the SETTINGS_MAX_FRAME_SIZE a client
@@ -142,8 +137,12 @@ type ClientConn struct {
 // h2spec assume.
 const defaultClientMaxFrameSize = 256 << 10
 
-// NewClient returns a ClientConn for target ("host:port" or
-// "passthrough:///host:port"). It connects lazily.
+// NewClient returns a ClientConn for target, parsed as grpc-go's NewClient
+// parses it: "host:port" (resolved by dns), "dns:[//authority/]host:port",
+// "passthrough:///address", "unix:path", "unix:///abs/path",
+// "unix-abstract:name" or any scheme of a resolver registered with
+// grpc-go's resolver.Register or given with WithResolvers. It resolves
+// and connects lazily, on the first call.
 func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	cc := &ClientConn{target: target}
 	cc.opts.backoff = defaultBackoff
@@ -176,12 +175,16 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		// per-RPC credentials to the connection's in its transport.
 		cc.opts.perRPC = append(cc.opts.perRPC[:len(cc.opts.perRPC):len(cc.opts.perRPC)], bundlePerRPC)
 	}
-	addr, err := resolveTarget(target)
+	parsed, builder, defScheme, err := parseTarget(target, cc.opts.resolvers)
 	if err != nil {
 		return nil, err
 	}
-	cc.addr = addr
-	cc.authority = addr
+	cc.defScheme, cc.builder = defScheme, builder
+	cc.res = newResolverConn(cc)
+	if s := parsed.URL.Scheme; (s == "unix" || s == "unix-abstract") && builder == resolver.Get(s) {
+		cc.unixScheme = true
+	}
+	cc.authority = targetAuthority(parsed, builder)
 	// Credentials that name the server (TLS with a ServerName) and an
 	// authority option that names another would verify one name and
 	// send the other; grpc-go refuses the pair, in these words.
@@ -254,6 +257,7 @@ func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.C
 			}
 			cc.setConn(nil, nil)
 			cc.old = append(pruneDone(cc.old), c)
+			cc.reresolve = true
 		}
 		if ch := cc.dialing; ch != nil {
 			cc.mu.Unlock()
@@ -266,13 +270,13 @@ func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.C
 		}
 		if wait := time.Until(cc.retryAt); wait > 0 {
 			lastErr := cc.lastErr
-			if waitForReady && cc.closeCh == nil {
-				cc.closeCh = make(chan struct{})
+			if waitForReady && cc.wakeCh == nil {
+				cc.wakeCh = make(chan struct{})
 			}
-			closeCh := cc.closeCh
+			wakeCh := cc.wakeCh
 			cc.mu.Unlock()
 			if !waitForReady {
-				return nil, nil, status.Errorf(codes.Unavailable, "connection error: desc = %q", lastErr)
+				return nil, nil, unavailable(lastErr)
 			}
 			t := time.NewTimer(wait)
 			select {
@@ -281,7 +285,7 @@ func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.C
 			case <-ctx.Done():
 				t.Stop()
 				return nil, nil, status.FromContextError(ctx.Err()).Err()
-			case <-closeCh:
+			case <-wakeCh:
 				t.Stop()
 				continue
 			}
@@ -300,35 +304,9 @@ func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.C
 		lastErr := cc.lastErr
 		cc.mu.Unlock()
 		if failed && !waitForReady {
-			return nil, nil, status.Errorf(codes.Unavailable, "connection error: desc = %q", lastErr)
+			return nil, nil, unavailable(lastErr)
 		}
 	}
-}
-
-// dial opens one connection and publishes it, or records the failure and
-// the next retry time; it closes ch when done.
-func (cc *ClientConn) dial(ch chan struct{}) {
-	conn, p, err := cc.connect()
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	defer close(ch)
-	cc.dialing = nil
-	if cc.closed {
-		if conn != nil {
-			conn.Close()
-		}
-		return
-	}
-	if err != nil {
-		cc.lastErr = err
-		cc.retryAt = time.Now().Add(cc.opts.backoff.delay(cc.retries))
-		cc.retries++
-		return
-	}
-	cc.retries = 0
-	cc.retryAt = time.Time{}
-	cc.lastErr = nil
-	cc.setConn(conn, p)
 }
 
 // readyConn is a connection with its peer, published for the lock-free
@@ -348,59 +326,8 @@ func (cc *ClientConn) setConn(c *h2conn.Conn, p *peer.Peer) {
 	}
 }
 
-func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), cc.opts.backoff.minConnectTimeout)
-	cc.mu.Lock()
-	if cc.closed {
-		cancel()
-	} else {
-		cc.dialCancel = cancel
-	}
-	cc.mu.Unlock()
-	defer func() {
-		cc.mu.Lock()
-		cc.dialCancel = nil
-		cc.mu.Unlock()
-		cancel()
-	}()
-	var nc net.Conn
-	var err error
-	if cc.opts.dialer != nil {
-		nc, err = cc.opts.dialer(ctx, cc.addr)
-	} else {
-		var d net.Dialer
-		nc, err = d.DialContext(ctx, "tcp", cc.addr)
-	}
-	// Failures are worded as grpc-go words them, so that a status
-	// message reads the same on either stack.
-	if err != nil {
-		return nil, nil, fmt.Errorf("transport: Error while dialing: %w", err)
-	}
-	var auth credentials.AuthInfo
-	raw := nc
-	nc, auth, err = cc.opts.creds.ClientHandshake(ctx, cc.authority, raw)
-	if err != nil {
-		raw.Close()
-		return nil, nil, fmt.Errorf("transport: authentication handshake failed: %w", err)
-	}
-	if err := cc.checkConnCreds(auth); err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	nc = secured(raw, nc)
-	conn, err := h2conn.NewClientConn(nc, *cc.h2cfg)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	if cc.stats != nil {
-		cc.beginConnStats(conn, nc.LocalAddr(), nc.RemoteAddr())
-	}
-	return conn, &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}, nil
-}
-
-// Close tears the connection down; RPCs in flight fail with Canceled or
-// Unavailable.
+// Close tears the connection down and stops the resolver; RPCs in flight
+// fail with Canceled or Unavailable.
 func (cc *ClientConn) Close() error {
 	cc.mu.Lock()
 	if cc.closed {
@@ -412,13 +339,15 @@ func (cc *ClientConn) Close() error {
 	if cc.dialCancel != nil {
 		cc.dialCancel()
 	}
-	if cc.closeCh != nil {
-		close(cc.closeCh)
+	if cc.wakeCh != nil {
+		close(cc.wakeCh)
+		cc.wakeCh = nil
 	}
 	conns := append(cc.old, cc.conn)
 	cc.setConn(nil, nil)
 	cc.old = nil
 	cc.mu.Unlock()
+	cc.res.close()
 	for _, c := range conns {
 		if c != nil {
 			c.Close()
@@ -442,6 +371,7 @@ func (cc *ClientConn) dropConn(c *h2conn.Conn) {
 	if cc.conn == c {
 		cc.setConn(nil, nil)
 		cc.old = append(pruneDone(cc.old), c)
+		cc.reresolve = true
 	}
 	cc.mu.Unlock()
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/tap"
 )
@@ -266,6 +267,7 @@ func (f dialOptionFunc) applyDial(o *dialOptions) { f(o) }
 
 type dialOptions struct {
 	creds             credentials.TransportCredentials
+	resolvers         []resolver.Builder // WithResolvers, ahead of grpc-go's registry
 	unaryInts         []grpc.UnaryClientInterceptor
 	streamInts        []grpc.StreamClientInterceptor
 	callOpts          []grpc.CallOption

@@ -51,9 +51,9 @@ func WithSharedWriteBuffer(bool) DialOption { return dialOptionFunc(func(*dialOp
 // not to), so every connection is already direct.
 func WithNoProxy() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
 
-// WithDisableServiceConfig is accepted and has no effect: leangrpc has no
-// name resolver that could deliver a service config, so none is ever
-// applied.
+// WithDisableServiceConfig is accepted and has no effect: leangrpc applies
+// no service config (its resolvers are built with service config
+// disabled), so none is ever applied.
 func WithDisableServiceConfig() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
 
 // WithDisableHealthCheck is accepted and has no effect: leangrpc has no
@@ -68,6 +68,6 @@ func WithDisableHealthCheck() DialOption { return dialOptionFunc(func(*dialOptio
 func WithDisableRetry() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
 
 // WithLocalDNSResolution is accepted and has no effect: leangrpc always
-// resolves the target's host itself when it dials (it never hands a name
-// to a proxy), which is what this option asks grpc-go for.
+// resolves the target through its resolver (it never hands a name to a
+// proxy), which is what this option asks grpc-go for.
 func WithLocalDNSResolution() DialOption { return dialOptionFunc(func(*dialOptions) {}) }

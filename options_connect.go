@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
 )
 
 // How a ClientConn connects: grpc-go's dial options about dialing,
@@ -94,3 +95,13 @@ func FailOnNonTempDialError(bool) DialOption { return dialOptionFunc(func(*dialO
 //
 // Deprecated: grpc-go deprecates it (not supported by NewClient).
 func WithTimeout(time.Duration) DialOption { return dialOptionFunc(func(*dialOptions) {}) }
+
+// WithResolvers adds resolver builders for this ClientConn only. A target
+// whose scheme one of them serves uses it rather than the one registered
+// with grpc-go's resolver.Register, as with grpc-go; with several for one
+// scheme the first counts.
+func WithResolvers(rs ...resolver.Builder) DialOption {
+	return dialOptionFunc(func(o *dialOptions) {
+		o.resolvers = append(o.resolvers, rs...)
+	})
+}
