@@ -58,6 +58,11 @@ func (cc *ClientConn) dial(ch chan struct{}) {
 		// the next call dials the new list at once.
 		conn.GracefulShutdown()
 		cc.old = append(pruneDone(cc.old), conn)
+		if cc.lastErr != nil {
+			// In TRANSIENT_FAILURE nothing else would dial before
+			// the retry timer, which this dial replaced.
+			cc.startDialLocked()
+		}
 		return
 	}
 	if err != nil {

@@ -429,3 +429,37 @@ func equalStates(a, b []connectivity.State) bool {
 	}
 	return true
 }
+
+// In TRANSIENT_FAILURE the channel redials on its own after the backoff,
+// as grpc-go's does: a server that comes up at the address makes it READY
+// without a call.
+func TestConnectivityRedialsInTransientFailure(t *testing.T) {
+	forClients(t, func(t *testing.T, lean bool) {
+		addr := deadAddr(t)
+		cc := newStateConn(t, lean, "passthrough:///"+addr, stateOptions{backoff: 50 * time.Millisecond})
+		cc.Connect()
+		s := waitChange(t, cc, connectivity.Idle)
+		if s == connectivity.Connecting {
+			s = waitChange(t, cc, s)
+		}
+		if s != connectivity.TransientFailure {
+			t.Fatalf("dead address: %v, want TRANSIENT_FAILURE", s)
+		}
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Skipf("the address was taken meanwhile: %v", err)
+		}
+		srv := leangrpc.NewServer()
+		testgrpc.RegisterTestServiceServer(srv, interop.NewTestServer())
+		done := make(chan struct{})
+		go func() { defer close(done); srv.Serve(lis) }()
+		t.Cleanup(func() { srv.Stop(); <-done })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for s := cc.GetState(); s != connectivity.Ready; s = cc.GetState() {
+			if !cc.WaitForStateChange(ctx, s) {
+				t.Fatalf("still %v 10s after the server came up", s)
+			}
+		}
+	})
+}
