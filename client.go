@@ -126,6 +126,23 @@ type ClientConn struct {
 	// the next attempt.
 	dialCancel context.CancelFunc
 	wakeCh     chan struct{}
+
+	// The connectivity state (connectivity.go) is not stored: stateLocked
+	// derives it from the fields above, so the call path keeps no state
+	// up to date. stateCh, made by a WaitForStateChange, is closed when
+	// any of those fields changes.
+	stateCh chan struct{}
+	// retryTimer starts the next dial after a failed one, as grpc-go
+	// reconnects in TRANSIENT_FAILURE without waiting for a call.
+	retryTimer *time.Timer
+	// idleTimer, running while the ClientConn is out of IDLE and
+	// WithIdleTimeout is on, looks for calls every idle timeout; idleConn,
+	// idleNextID and idleActive are the connection, its next stream id
+	// and whether it had a stream open at the last look.
+	idleTimer  *time.Timer
+	idleConn   *h2conn.Conn
+	idleNextID uint32
+	idleActive bool
 }
 
 // defaultClientMaxFrameSize is the SETTINGS_MAX_FRAME_SIZE a client
@@ -142,11 +159,13 @@ const defaultClientMaxFrameSize = 256 << 10
 // "passthrough:///address", "unix:path", "unix:///abs/path",
 // "unix-abstract:name" or any scheme of a resolver registered with
 // grpc-go's resolver.Register or given with WithResolvers. It resolves
-// and connects lazily, on the first call.
+// and connects lazily, on the first call or Connect: the ClientConn starts
+// IDLE, as grpc-go's does (see GetState).
 func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	cc := &ClientConn{target: target}
 	cc.opts.backoff = defaultBackoff
 	cc.opts.maxFrameSize = defaultClientMaxFrameSize
+	cc.opts.idleTimeout = defaultIdleTimeout
 	for _, o := range opts {
 		o.applyDial(&cc.opts)
 	}
@@ -290,10 +309,8 @@ func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.C
 				continue
 			}
 		}
-		ch := make(chan struct{})
-		cc.dialing = ch
+		ch := cc.startDialLocked()
 		cc.mu.Unlock()
-		go cc.dial(ch)
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -319,6 +336,7 @@ type readyConn struct {
 // setConn replaces the current connection; mu must be held.
 func (cc *ClientConn) setConn(c *h2conn.Conn, p *peer.Peer) {
 	cc.conn, cc.peer = c, p
+	cc.stateChangedLocked()
 	if c == nil {
 		cc.ready.Store(nil)
 	} else {
@@ -343,11 +361,13 @@ func (cc *ClientConn) Close() error {
 		close(cc.wakeCh)
 		cc.wakeCh = nil
 	}
+	cc.stopTimersLocked()
 	conns := append(cc.old, cc.conn)
 	cc.setConn(nil, nil)
 	cc.old = nil
+	rc := cc.res
 	cc.mu.Unlock()
-	cc.res.close()
+	rc.close()
 	for _, c := range conns {
 		if c != nil {
 			c.Close()

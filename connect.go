@@ -26,40 +26,51 @@ import (
 // the next retry time; it closes ch when done. Only one dial runs at a
 // time (cc.dialing).
 func (cc *ClientConn) dial(ch chan struct{}) {
+	// The resolverConn is read once: going idle replaces it, but never
+	// while a dial runs.
 	cc.mu.Lock()
+	rc := cc.res
 	reresolve := cc.reresolve
 	cc.reresolve = false
 	cc.mu.Unlock()
 	if reresolve {
-		cc.res.resolveNow()
+		rc.resolveNow()
 	}
-	conn, p, addr, err := cc.connect()
+	conn, p, addr, err := cc.connect(rc)
 	var rerr resolverError
 	if err != nil && !errors.As(err, &rerr) {
 		// Every address failed: the names may have moved.
-		cc.res.resolveNow()
+		rc.resolveNow()
 	}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	defer close(ch)
 	cc.dialing = nil
+	cc.stateChangedLocked()
 	if cc.closed {
 		if conn != nil {
 			conn.Close()
 		}
 		return
 	}
-	if err == nil && !cc.res.setInUse(addr) {
+	if err == nil && !rc.setInUse(addr) {
 		// The resolver dropped the address while it was being dialed;
 		// the next call dials the new list at once.
 		conn.GracefulShutdown()
 		cc.old = append(pruneDone(cc.old), conn)
+		if cc.lastErr != nil {
+			// In TRANSIENT_FAILURE nothing else would dial before
+			// the retry timer, which this dial replaced.
+			cc.startDialLocked()
+		}
 		return
 	}
 	if err != nil {
 		cc.lastErr = err
-		cc.retryAt = time.Now().Add(cc.opts.backoff.delay(cc.retries))
+		delay := cc.opts.backoff.delay(cc.retries)
+		cc.retryAt = time.Now().Add(delay)
 		cc.retries++
+		cc.scheduleRetryLocked(delay)
 		return
 	}
 	cc.retries = 0
@@ -81,7 +92,7 @@ func unavailable(err error) error {
 // connect builds the resolver if it has not been built, waits for its first
 // report, and dials its addresses in order; it returns the first
 // connection made and its address, or the last error.
-func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, *resolver.Address, error) {
+func (cc *ClientConn) connect(rc *resolverConn) (*h2conn.Conn, *peer.Peer, *resolver.Address, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cc.mu.Lock()
 	if cc.closed {
@@ -96,13 +107,13 @@ func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, *resolver.Address, er
 		cc.mu.Unlock()
 		cancel()
 	}()
-	if err := cc.startResolver(); err != nil {
+	if err := cc.startResolver(rc); err != nil {
 		return nil, nil, nil, err
 	}
-	if err := cc.res.waitFirst(ctx); err != nil {
+	if err := rc.waitFirst(ctx); err != nil {
 		return nil, nil, nil, err
 	}
-	addrs, err := cc.res.snapshot()
+	addrs, err := rc.snapshot()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -122,8 +133,7 @@ func (cc *ClientConn) connect() (*h2conn.Conn, *peer.Peer, *resolver.Address, er
 
 // startResolver builds the target's resolver unless it is built. Build runs
 // without the ClientConn's locks: resolvers may report from inside it.
-func (cc *ClientConn) startResolver() error {
-	rc := cc.res
+func (cc *ClientConn) startResolver(rc *resolverConn) error {
 	rc.mu.Lock()
 	built := rc.r != nil
 	rc.mu.Unlock()
@@ -158,11 +168,11 @@ func (cc *ClientConn) startResolver() error {
 // connection to an address that left the list is drained (its calls
 // finish) and the next call dials the new list; a ClientConn in backoff
 // dials at once.
-func (cc *ClientConn) addressesChanged(keep bool) {
+func (cc *ClientConn) addressesChanged(rc *resolverConn, keep bool) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if cc.closed {
-		return
+	if cc.closed || rc != cc.res {
+		return // a report of the resolver closed by going idle
 	}
 	if c := cc.conn; c != nil {
 		if keep {
@@ -172,12 +182,7 @@ func (cc *ClientConn) addressesChanged(keep bool) {
 		c.GracefulShutdown()
 		cc.old = append(pruneDone(cc.old), c)
 	}
-	cc.retries = 0
-	cc.retryAt = time.Time{}
-	if cc.wakeCh != nil {
-		close(cc.wakeCh)
-		cc.wakeCh = nil
-	}
+	cc.retryNowLocked()
 }
 
 // connectAddr opens one connection to a, bounded by the connect timeout.

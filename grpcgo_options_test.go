@@ -82,12 +82,11 @@ func TestWithDialerAndConnectParams(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		cc.Close()
-		want := int32(1)
-		if fast {
-			want = 2
-		}
-		if dials.Load() != want {
-			t.Errorf("fast backoff %v: %d dials, want %d", fast, dials.Load(), want)
+		// With the fast backoff the ClientConn also redials on its own
+		// in TRANSIENT_FAILURE, as grpc-go's does, so it dials at least
+		// once per call.
+		if n := dials.Load(); (!fast && n != 1) || (fast && n < 2) {
+			t.Errorf("fast backoff %v: %d dials, want %s", fast, n, map[bool]string{false: "1", true: "2 or more"}[fast])
 		}
 		if d := time.Duration(timeout.Load()); d <= 0 || d > 20*time.Second {
 			t.Errorf("the dialer was given %v", d)

@@ -281,6 +281,7 @@ type dialOptions struct {
 	bufferPool        mem.BufferPool
 	readBufferPooling *bool
 	backoff           backoffConfig
+	idleTimeout       time.Duration // WithIdleTimeout; 0 disables
 	perRPC            []credentials.PerRPCCredentials
 	maxHeaderListSize uint32
 	staticWindows     bool

@@ -71,8 +71,9 @@ func WithInsecure() DialOption { return WithTransportCredentials(insecure.NewCre
 
 // WithBlock is accepted and has no effect: it asks grpc-go's Dial to wait
 // for the connection, and grpc-go's NewClient ignores it too. A leangrpc
-// ClientConn connects on its first call; use grpc.WaitForReady(true) for
-// calls that should wait for it.
+// ClientConn connects on its first call or Connect; use
+// grpc.WaitForReady(true) for calls that should wait for it, or wait for
+// READY with Connect, GetState and WaitForStateChange as with grpc-go.
 //
 // Deprecated: grpc-go deprecates it (not supported by NewClient).
 func WithBlock() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
@@ -104,4 +105,17 @@ func WithResolvers(rs ...resolver.Builder) DialOption {
 	return dialOptionFunc(func(o *dialOptions) {
 		o.resolvers = append(o.resolvers, rs...)
 	})
+}
+
+// defaultIdleTimeout is grpc-go's: a ClientConn without calls for half an
+// hour lets its connection and resolver go.
+const defaultIdleTimeout = 30 * time.Minute
+
+// WithIdleTimeout sets how long a ClientConn may go without calls before it
+// enters IDLE: it closes its connections and its resolver, and the next
+// call or Connect builds them again, as with grpc-go. The default is 30
+// minutes; 0 (or less) keeps the ClientConn out of IDLE once it has left
+// it.
+func WithIdleTimeout(d time.Duration) DialOption {
+	return dialOptionFunc(func(o *dialOptions) { o.idleTimeout = d })
 }

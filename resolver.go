@@ -140,7 +140,7 @@ func (rc *resolverConn) UpdateState(s resolver.State) error {
 	rc.signalFirst()
 	rc.mu.Unlock()
 	if changed {
-		rc.cc.addressesChanged(keep)
+		rc.cc.addressesChanged(rc, keep)
 	}
 	if len(addrs) == 0 {
 		return balancer.ErrBadResolverState

@@ -242,6 +242,16 @@ func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 // connection, of both initiators.
 func (c *Conn) NumActiveStreams() int { return c.numActiveStreams() }
 
+// StreamActivity reports the streams open on the connection and the id of
+// the next stream this side would open: a client that sees both unchanged
+// between two looks opened no stream in between, which tells it whether
+// it has been idle without counting anything on the call path.
+func (c *Conn) StreamActivity() (active int, nextID uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int(c.numLocal + c.numPeer), c.nextID
+}
+
 // PeerSetting returns the value of the peer's SETTINGS parameter id as last
 // received, or the RFC default before the peer sent one.
 func (c *Conn) PeerSetting(id h2frame.SettingID) uint32 { return c.peerSetting(id) }
