@@ -145,16 +145,22 @@ func TestLendCoolsDownAfterSlowAnswer(t *testing.T) {
 		return p.client.lendCool
 	}
 	// Fast calls; on a loaded machine one may still outlast the bound and
-	// start a cool-down, which the calls after it count down.
-	for i := 0; i < 3 || cool() != 0; i++ {
+	// start a cool-down, which the calls after it count down, or the
+	// watcher may hand the role to a reader goroutine. The slow call must
+	// find the role lent, so that its caller is the one that waits: the
+	// watcher is paused from the last fast call to the slow one's end.
+	lendWatchPaused.Store(true)
+	defer lendWatchPaused.Store(false)
+	for i := 0; i < 3 || cool() != 0 || p.client.lendState.Load()&lendKinds != lendFree; i++ {
 		if i == 300 {
-			t.Fatalf("still cooling (%d) after %d answers", cool(), i)
+			t.Fatalf("still cooling (%d) or not lent (state %#x) after %d answers", cool(), p.client.lendState.Load(), i)
 		}
 		roundTrip(t, p.client, p.pool, []byte("x"))
 	}
 	if got := roundTrip(t, p.client, p.pool, []byte("slow")); string(got) != "slow" {
 		t.Fatalf("echo %q", got)
 	}
+	lendWatchPaused.Store(false)
 	if n := cool(); n == 0 || n > lendCoolBatches {
 		t.Fatalf("after an answer slower than the bound: cooling %d, want 1..%d", n, lendCoolBatches)
 	}
