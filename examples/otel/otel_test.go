@@ -80,19 +80,32 @@ func TestOpenTelemetry(t *testing.T) {
 				t.Errorf("span names: client %q, server %q; want %q", client.Name, server.Name, method)
 			}
 
-			rm, err := tel.collect(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			calls := histogramCounts(rm)
-			for _, side := range []string{"rpc.server.", "rpc.client."} {
+			// The server records its call when its handler's End event
+			// runs, which may come after the client has its answer and
+			// after the server span ended: collect until both sides
+			// counted it, for a bounded time.
+			sideCount := func(calls map[string]uint64, side string) uint64 {
 				n := uint64(0)
 				for name, c := range calls {
 					if strings.HasPrefix(name, side) && strings.HasSuffix(name, "duration") {
 						n += c
 					}
 				}
-				if n != 1 {
+				return n
+			}
+			var calls map[string]uint64
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				rm, err := tel.collect(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				calls = histogramCounts(rm)
+				if sideCount(calls, "rpc.server.") >= 1 && sideCount(calls, "rpc.client.") >= 1 || time.Now().After(deadline) {
+					break
+				}
+			}
+			for _, side := range []string{"rpc.server.", "rpc.client."} {
+				if n := sideCount(calls, side); n != 1 {
 					t.Errorf("%s*duration histograms count %d calls, want 1 (all: %v)", side, n, calls)
 				}
 			}
