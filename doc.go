@@ -3,6 +3,19 @@
 // credentials. A program switches by changing one constructor:
 // grpc.NewServer to leangrpc.NewServer, grpc.NewClient to leangrpc.NewClient.
 //
+//	srv := leangrpc.NewServer() // was grpc.NewServer()
+//	pb.RegisterGreeterServer(srv, &greeter{})
+//	go srv.Serve(lis)
+//
+//	// was grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+//	cc, err := leangrpc.NewClient(target, leangrpc.WithTransportCredentials(insecure.NewCredentials()))
+//	client := pb.NewGreeterClient(cc)
+//
+// Server is a grpc.ServiceRegistrar and ClientConn a
+// grpc.ClientConnInterface: code that takes those interfaces, rather than
+// *grpc.Server or *grpc.ClientConn, runs unchanged on either stack (see
+// the examples).
+//
 // grpc-go's ServerOption and DialOption types are opaque, so leangrpc
 // defines its own option types with the same names: write
 // leangrpc.WithTransportCredentials(insecure.NewCredentials()) where grpc-go
