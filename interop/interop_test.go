@@ -10,9 +10,7 @@
 //   - shim_to_shim: this project's programs built with the grpcgo_transport
 //     tag, so on grpc-go's transport. It validates the programs' own logic
 //     (the cases written here rather than taken from grpc-go) and always runs.
-//   - grpcgo_to_lean, lean_to_grpcgo, lean_to_lean: the real thing. They run
-//     when leangrpcReady is true (it is) or LEANGRPC_INTEROP=1, and are
-//     skipped with a logged reason otherwise.
+//   - grpcgo_to_lean, lean_to_grpcgo, lean_to_lean: the real thing.
 //
 // grpc-go's binaries are built with `go install <pkg>@<version>`, the version
 // being the one go.mod requires, because their dependencies (ALTS, xDS) are
@@ -21,7 +19,7 @@
 // Run:
 //
 //	go test ./interop/ -p 1 -v
-//	LEANGRPC_INTEROP=1 go test ./interop/ -run 'TestInterop/lean_to_lean' -v
+//	go test ./interop/ -run 'TestInterop/lean_to_lean' -v
 //
 // LEANGRPC_INTEROP_RACE=1 builds this project's programs with -race, so a
 // data race in leangrpc fails the case that ran into it.
@@ -45,14 +43,6 @@ import (
 
 	"google.golang.org/grpc/testdata"
 )
-
-// leangrpcReady turns the directions involving leangrpc from "skip with a
-// logged reason" into "must pass". It was false until the root package
-// served and dialed; with it false, LEANGRPC_INTEROP=1 in the environment
-// turns them on for one run.
-var leangrpcReady = true
-
-func ready() bool { return leangrpcReady || os.Getenv("LEANGRPC_INTEROP") == "1" }
 
 const (
 	caseTimeout = 60 * time.Second // one client process
@@ -224,15 +214,14 @@ var (
 type direction struct {
 	name           string
 	client, server *program
-	needsLeangrpc  bool
 }
 
 var directions = []direction{
-	{"grpcgo_to_grpcgo", grpcGoClient, grpcGoServer, false},
-	{"shim_to_shim", shimClient, shimServer, false},
-	{"grpcgo_to_lean", grpcGoClient, leanServer, true},
-	{"lean_to_grpcgo", leanClient, grpcGoServer, true},
-	{"lean_to_lean", leanClient, leanServer, true},
+	{"grpcgo_to_grpcgo", grpcGoClient, grpcGoServer},
+	{"shim_to_shim", shimClient, shimServer},
+	{"grpcgo_to_lean", grpcGoClient, leanServer},
+	{"lean_to_grpcgo", leanClient, grpcGoServer},
+	{"lean_to_lean", leanClient, leanServer},
 }
 
 func TestInterop(t *testing.T) {
@@ -247,9 +236,6 @@ func TestInterop(t *testing.T) {
 func runDirections(t *testing.T, sec security) {
 	for _, d := range directions {
 		t.Run(d.name, func(t *testing.T) {
-			if d.needsLeangrpc && !ready() {
-				t.Skipf("skipped: leangrpcReady is false (the root package is not serving yet); set LEANGRPC_INTEROP=1 to run")
-			}
 			clientBin := d.client.get(t)
 			srv := startServer(t, d.server.get(t), sec.serverArgs...)
 			timeouts := 0
@@ -280,9 +266,6 @@ func runDirections(t *testing.T, sec security) {
 // name, and one speaking plaintext all fail against a TLS server, with
 // each client program against each server program.
 func TestInteropTLSIsChecked(t *testing.T) {
-	if !ready() {
-		t.Skipf("skipped: leangrpcReady is false (the root package is not serving yet); set LEANGRPC_INTEROP=1 to run")
-	}
 	wrong := []struct {
 		name string
 		args []string
@@ -315,9 +298,6 @@ func TestInteropTLSIsChecked(t *testing.T) {
 // program accepts when -ca_file names its CA under -use_test_ca; without
 // -use_test_ca the file is not used, as in grpc-go, and the call fails.
 func TestInteropTLSFiles(t *testing.T) {
-	if !ready() {
-		t.Skipf("skipped: leangrpcReady is false (the root package is not serving yet); set LEANGRPC_INTEROP=1 to run")
-	}
 	serverArgs := []string{"-use_tls=true",
 		"-tls_cert_file=" + testdata.Path("x509/server1_cert.pem"),
 		"-tls_key_file=" + testdata.Path("x509/server1_key.pem")}
@@ -369,9 +349,6 @@ func TestClientRejectsUnknownCase(t *testing.T) {
 
 // TestExamples runs examples/echo: the server, then the client against it.
 func TestExamples(t *testing.T) {
-	if !ready() {
-		t.Skipf("skipped: leangrpcReady is false (the root package is not serving yet); set LEANGRPC_INTEROP=1 to run")
-	}
 	server := (&program{name: "echo-server", build: goBuild("github.com/leangrpc/leangrpc/examples/echo/server")}).get(t)
 	client := (&program{name: "echo-client", build: goBuild("github.com/leangrpc/leangrpc/examples/echo/client")}).get(t)
 	port := freePort(t)

@@ -213,9 +213,6 @@ func TestSetNoDelay(t *testing.T) {
 	if err := SetNoDelay(a, true); err != nil {
 		t.Fatalf("SetNoDelay(pipe) = %v, want nil (no-op)", err)
 	}
-	if err := SetRcvLowat(a, 10); err != nil {
-		t.Fatalf("SetRcvLowat(pipe) = %v, want nil (no-op)", err)
-	}
 }
 
 // writeRecorder is a conn without writev that records each Write.

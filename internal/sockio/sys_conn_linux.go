@@ -562,35 +562,3 @@ func rawOpErr(err error) error {
 	}
 	return err
 }
-
-// SetRcvLowat sets SO_RCVLOWAT on c's socket (or the socket under one of
-// this package's wrappers): the poller reports it readable only once n bytes
-// are queued, so a ReadReady that parks wakes with at least n bytes to read.
-// A ReadReady that finds fewer bytes already queued on entry still returns
-// them (non-blocking reads ignore the mark). It does nothing for conns
-// without a socket descriptor.
-func SetRcvLowat(c net.Conn, n int) error {
-	return setsockopt(c, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, n)
-}
-
-// setsockopt sets an integer socket option on c's descriptor, if it has one.
-func setsockopt(c net.Conn, level, opt, v int) error {
-	sc, ok := unwrap(c).(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return nil
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), level, opt, v)
-	}); err != nil {
-		return err
-	}
-	if serr != nil {
-		return os.NewSyscallError("setsockopt", serr)
-	}
-	return nil
-}

@@ -446,46 +446,6 @@ func TestAllocs(t *testing.T) {
 	})
 }
 
-func TestSetRcvLowat(t *testing.T) {
-	client, server := tcpPair(t)
-	c := Wrap(server, true)
-	if err := SetRcvLowat(c, 100); err != nil {
-		t.Fatal(err)
-	}
-	var got int
-	var gerr error
-	rc, _ := server.SyscallConn()
-	rc.Control(func(fd uintptr) {
-		got, gerr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT)
-	})
-	if gerr != nil || got != 100 {
-		t.Fatalf("SO_RCVLOWAT = %d, %v after SetRcvLowat(100)", got, gerr)
-	}
-
-	// A ReadReady parked in the poller now wakes only once 100 bytes are
-	// queued, and then reads all of them.
-	pool := bufpool.New(nil)
-	server.SetReadDeadline(time.Now().Add(5 * time.Second))
-	ch := goReadReady(c.(*Conn), pool, 1024)
-	waitParked(t)
-	client.Write(make([]byte, 60))
-	select {
-	case r := <-ch:
-		t.Fatalf("ReadReady woke with 60 of 100 bytes queued: %v, %v", r.b.Len(), r.err)
-	case <-time.After(30 * time.Millisecond):
-	}
-	client.Write(make([]byte, 40))
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if r.b.Len() != 100 {
-		t.Fatalf("ReadReady under SO_RCVLOWAT 100 read %d bytes, want 100", r.b.Len())
-	}
-	r.b.Free()
-
-}
-
 // TestHappensBefore checks that the race detector sees a write to memory
 // before WriteVec as happening before a ReadReady that receives the bytes,
 // as it does for net.Conn's Write and Read: end-to-end tests with client and

@@ -10,9 +10,6 @@ import (
 // wrapRaw has no descriptor path here: every conn gets the FallbackConn.
 func wrapRaw(c net.Conn, pooled bool) net.Conn { return nil }
 
-// SetRcvLowat does nothing on the portable path.
-func SetRcvLowat(c net.Conn, n int) error { return nil }
-
 // StartIdlePoller reports that there is no idle poller on the portable
 // path: conns have no OnReadable, so an idle connection keeps its reader
 // goroutine parked in Read.
