@@ -326,6 +326,16 @@ type serverConn struct {
 // Peer in a context, learned once by asking peer.FromContext through a
 // probe; nil if that did not work, and each call's context is then made
 // with peer.NewContext.
+//
+// Why probe: grpc-go's keys are private, and its public constructors
+// (peer.NewContext, metadata.NewIncomingContext,
+// grpc.NewContextWithServerTransportStream) each allocate a context value;
+// answering the learned keys from objects the server has anyway saves
+// three allocations per call (PERFORMANCE.md, 2026-11-26, "the handler's
+// context"). The keys are grpc-go's internals, so TestGrpcGoContextKeys
+// checks them against its public constructors and getters and fails,
+// naming the grpc-go version, if an upgrade changes them; the fallback
+// through the public constructors keeps such a server correct.
 var peerCtxKey = probeKey(func(ctx context.Context) { peer.FromContext(ctx) })
 
 // probeKey returns the key of the first Value call that lookup makes on
