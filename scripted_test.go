@@ -198,3 +198,17 @@ func TestWireClientSendsDeadlineAndCancels(t *testing.T) {
 		t.Errorf("after cancel: %v", err)
 	}
 }
+
+// scriptedTo connects a scripted HTTP/2 client to the server at addr and
+// greets it.
+func scriptedTo(t *testing.T, addr string) *h2test.Peer {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	p := h2test.NewPeer(t, c, h2test.ClientRole)
+	p.Greet()
+	return p
+}

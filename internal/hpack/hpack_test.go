@@ -284,24 +284,6 @@ func TestStaticBlock(t *testing.T) {
 	}
 }
 
-func TestDecodedStringsAreInterned(t *testing.T) {
-	// Literal without indexing, literal name "content-type", value
-	// "application/grpc": both come from the vocabulary.
-	e := NewEncoder()
-	blk := appendLiteral(nil, 0, 4, 0, hf("grpc-status", "0"))
-	blk = appendLiteral(blk, 0, 4, 0, hf("te", "trailers"))
-	_ = e
-	d := NewDecoder(4096)
-	n := testing.AllocsPerRun(100, func() {
-		if err := d.Decode(blk, 0, func(HeaderField) {}); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if n != 0 {
-		t.Fatalf("%v allocations decoding vocabulary literals", n)
-	}
-}
-
 // grpcRequest is a typical request header list of a unary call.
 var grpcRequest = []HeaderField{
 	hf(":method", "POST"),

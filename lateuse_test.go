@@ -1,6 +1,7 @@
 package leangrpc_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -18,8 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// reviewBidi serves review.S/Bidi with h and returns a client of it.
-func reviewBidi(t *testing.T, h grpc.StreamHandler) *leangrpc.ClientConn {
+// lateBidiClient serves late.S/Bidi with h and returns a client of it.
+func lateBidiClient(t *testing.T, h grpc.StreamHandler) *leangrpc.ClientConn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -27,7 +28,7 @@ func reviewBidi(t *testing.T, h grpc.StreamHandler) *leangrpc.ClientConn {
 	}
 	s := leangrpc.NewServer()
 	s.RegisterService(&grpc.ServiceDesc{
-		ServiceName: "review.S",
+		ServiceName: "late.S",
 		HandlerType: (*any)(nil),
 		Streams:     []grpc.StreamDesc{{StreamName: "Bidi", Handler: h, ServerStreams: true, ClientStreams: true}},
 	}, struct{}{})
@@ -41,14 +42,14 @@ func reviewBidi(t *testing.T, h grpc.StreamHandler) *leangrpc.ClientConn {
 	return cc
 }
 
-var reviewBidiDesc = &grpc.StreamDesc{StreamName: "Bidi", ServerStreams: true, ClientStreams: true}
+var lateBidiDesc = &grpc.StreamDesc{StreamName: "Bidi", ServerStreams: true, ClientStreams: true}
 
 type recvResult struct {
 	err  error
 	body string
 }
 
-// lateRecvServer serves review.S/Bidi: the first call's handler receives
+// lateRecvServer serves late.S/Bidi: the first call's handler receives
 // one message and returns, leaving a goroutine that calls RecvMsg on its
 // stream once lateGo is closed (a receive loop outliving its handler, as
 // grpc-go allows: there RecvMsg then returns an error); the other calls'
@@ -83,7 +84,7 @@ func lateRecvServer(t *testing.T, lateGo chan struct{}, late, others chan recvRe
 			}
 		}
 	}
-	return reviewBidi(t, h)
+	return lateBidiClient(t, h)
 }
 
 func sendBody(t *testing.T, s grpc.ClientStream, body string) {
@@ -96,7 +97,7 @@ func sendBody(t *testing.T, s grpc.ClientStream, body string) {
 // firstCall runs the first call to its end.
 func firstCall(t *testing.T, cc *leangrpc.ClientConn) {
 	t.Helper()
-	s1, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+	s1, err := cc.NewStream(ctxT(t), lateBidiDesc, "/late.S/Bidi")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,11 +108,11 @@ func firstCall(t *testing.T, cc *leangrpc.ClientConn) {
 	time.Sleep(20 * time.Millisecond) // the server released the first stream
 }
 
-// TestReviewRecvAfterHandlerReturnReleased: RecvMsg after the handler
+// TestRecvAfterHandlerReturnReleased: RecvMsg after the handler
 // returned, while the call's released h2conn.Stream sits zeroed in the
 // connection's free list, must return an error (grpc-go's does), not
 // crash the server process.
-func TestReviewRecvAfterHandlerReturnReleased(t *testing.T) {
+func TestRecvAfterHandlerReturnReleased(t *testing.T) {
 	lateGo, late, others, started := make(chan struct{}), make(chan recvResult, 1), make(chan recvResult, 4), make(chan struct{}, 4)
 	cc := lateRecvServer(t, lateGo, late, others, started)
 	firstCall(t, cc)
@@ -128,14 +129,14 @@ func TestReviewRecvAfterHandlerReturnReleased(t *testing.T) {
 	}
 }
 
-// TestReviewRecvAfterHandlerReturnReused: the same late RecvMsg while the
+// TestRecvAfterHandlerReturnReused: the same late RecvMsg while the
 // next call on the connection has reused the released stream object must
 // not take that call's message.
-func TestReviewRecvAfterHandlerReturnReused(t *testing.T) {
+func TestRecvAfterHandlerReturnReused(t *testing.T) {
 	lateGo, late, others, started := make(chan struct{}), make(chan recvResult, 1), make(chan recvResult, 4), make(chan struct{}, 4)
 	cc := lateRecvServer(t, lateGo, late, others, started)
 	firstCall(t, cc)
-	s2, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+	s2, err := cc.NewStream(ctxT(t), lateBidiDesc, "/late.S/Bidi")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestReviewRecvAfterHandlerReturnReused(t *testing.T) {
 	}
 	// Call 2 took the stream object call 1 released (the free list's
 	// last); call 3 another.
-	s3, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+	s3, err := cc.NewStream(ctxT(t), lateBidiDesc, "/late.S/Bidi")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,12 +185,12 @@ func TestReviewRecvAfterHandlerReturnReused(t *testing.T) {
 	s3.CloseSend()
 }
 
-// TestReviewSendAfterHandlerReturn: a goroutine of a bidi handler that keeps
+// TestSendAfterHandlerReturn: a goroutine of a bidi handler that keeps
 // calling SendMsg while the handler returns (grpc-go: SendMsg then fails)
 // must neither crash nor write into another call's stream: sendMsg checks
 // finished under mu but writes after unlocking, and Finish releases the
 // h2conn.Stream for reuse.
-func TestReviewSendAfterHandlerReturn(t *testing.T) {
+func TestSendAfterHandlerReturn(t *testing.T) {
 	h := func(_ any, stream grpc.ServerStream) error {
 		var m testpb.SimpleRequest
 		if err := stream.RecvMsg(&m); err != nil {
@@ -206,7 +207,7 @@ func TestReviewSendAfterHandlerReturn(t *testing.T) {
 		time.Sleep(time.Duration(len(body)%3) * 100 * time.Microsecond)
 		return nil
 	}
-	bidiCalls(t, reviewBidi(t, h), func(s grpc.ClientStream, id string) {
+	bidiCalls(t, lateBidiClient(t, h), func(s grpc.ClientStream, id string) {
 		sendBody(t, s, id)
 		s.CloseSend()
 		for {
@@ -231,7 +232,7 @@ func bidiCalls(t *testing.T, cc *leangrpc.ClientConn, call func(s grpc.ClientStr
 		go func() {
 			defer wg.Done()
 			for i := range 100 {
-				s, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+				s, err := cc.NewStream(ctxT(t), lateBidiDesc, "/late.S/Bidi")
 				if err != nil {
 					t.Error(err)
 					return
@@ -243,13 +244,13 @@ func bidiCalls(t *testing.T, cc *leangrpc.ClientConn, call func(s grpc.ClientStr
 	wg.Wait()
 }
 
-// TestReviewSendAfterHandlerReturnAcrossConns: the same with one client
+// TestSendAfterHandlerReturnAcrossConns: the same with one client
 // connection per worker and bursts of calls, so that released stream
 // objects pass between connections through the process-wide spare pool:
 // a message may then reach another client. In practice the late SendMsg
 // mostly hits a released, zeroed stream first and the server process dies
 // (nil s.conn in h2conn.Stream.waitAsyncLocked).
-func TestReviewSendAfterHandlerReturnAcrossConns(t *testing.T) {
+func TestSendAfterHandlerReturnAcrossConns(t *testing.T) {
 	h := func(_ any, stream grpc.ServerStream) error {
 		var m testpb.SimpleRequest
 		if err := stream.RecvMsg(&m); err != nil {
@@ -266,7 +267,7 @@ func TestReviewSendAfterHandlerReturnAcrossConns(t *testing.T) {
 		time.Sleep(time.Duration(len(body)%3) * 100 * time.Microsecond)
 		return nil
 	}
-	cc := reviewBidi(t, h)
+	cc := lateBidiClient(t, h)
 	addr := cc.Target()
 	var mu sync.Mutex
 	crossConn, sameConn := 0, 0
@@ -288,7 +289,7 @@ func TestReviewSendAfterHandlerReturnAcrossConns(t *testing.T) {
 					go func() {
 						defer bw.Done()
 						id := fmt.Sprintf("conn%d-r%d-c%d", w, round, i)
-						s, err := c.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+						s, err := c.NewStream(ctxT(t), lateBidiDesc, "/late.S/Bidi")
 						if err != nil {
 							return
 						}
@@ -359,8 +360,8 @@ func TestLateUseAfterHandlerReturn(t *testing.T) {
 			}
 		}
 	}
-	cc := reviewBidi(t, h)
-	s1, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+	cc := lateBidiClient(t, h)
+	s1, err := cc.NewStream(ctxT(t), lateBidiDesc, "/late.S/Bidi")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +369,7 @@ func TestLateUseAfterHandlerReturn(t *testing.T) {
 		t.Fatalf("first call: %v", err)
 	}
 	time.Sleep(20 * time.Millisecond) // the server released the first stream
-	s2, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+	s2, err := cc.NewStream(ctxT(t), lateBidiDesc, "/late.S/Bidi")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,10 +420,10 @@ func TestClientStreamLateUse(t *testing.T) {
 			}
 		}
 	}
-	cc := reviewBidi(t, h)
+	cc := lateBidiClient(t, h)
 	ended := make([]grpc.ClientStream, 0, 2)
 	for _, body := range []string{"ok", "fail"} {
-		s, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+		s, err := cc.NewStream(ctxT(t), lateBidiDesc, "/late.S/Bidi")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,10 +441,10 @@ func TestClientStreamLateUse(t *testing.T) {
 	for i := range 3 {
 		// A unary call takes and gives back a stream object (and a pooled
 		// client stream) meanwhile.
-		if err := cc.Invoke(ctxT(t), "/review.S/None", new(testpb.SimpleRequest), new(testpb.SimpleResponse)); status.Code(err) != codes.Unimplemented {
+		if err := cc.Invoke(ctxT(t), "/late.S/None", new(testpb.SimpleRequest), new(testpb.SimpleResponse)); status.Code(err) != codes.Unimplemented {
 			t.Errorf("unary call: %v", err)
 		}
-		s, err := cc.NewStream(ctxT(t), reviewBidiDesc, "/review.S/Bidi")
+		s, err := cc.NewStream(ctxT(t), lateBidiDesc, "/late.S/Bidi")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -481,12 +482,12 @@ func TestClientStreamLateUse(t *testing.T) {
 	}
 }
 
-// TestReviewRecvWhileHandlerReturns: a goroutine of a bidi handler that
+// TestRecvWhileHandlerReturns: a goroutine of a bidi handler that
 // keeps calling RecvMsg while the handler returns must neither crash nor
 // decode another call's message: the call's parser goes back to a pool
 // when the stream is released, and a receive stays a user of the stream
 // until its message is decoded, so the release waits for it.
-func TestReviewRecvWhileHandlerReturns(t *testing.T) {
+func TestRecvWhileHandlerReturns(t *testing.T) {
 	var mismatches atomic.Int32
 	h := func(_ any, stream grpc.ServerStream) error {
 		var m testpb.SimpleRequest
@@ -508,7 +509,7 @@ func TestReviewRecvWhileHandlerReturns(t *testing.T) {
 		time.Sleep(time.Duration(len(id)%3) * 100 * time.Microsecond)
 		return nil
 	}
-	bidiCalls(t, reviewBidi(t, h), func(s grpc.ClientStream, id string) {
+	bidiCalls(t, lateBidiClient(t, h), func(s grpc.ClientStream, id string) {
 		for range 20 {
 			if s.SendMsg(&testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte(id)}}) != nil {
 				break
@@ -525,4 +526,39 @@ func TestReviewRecvWhileHandlerReturns(t *testing.T) {
 	if n := mismatches.Load(); n != 0 {
 		t.Fatalf("%d messages decoded by another call's receiver", n)
 	}
+}
+
+// TestSendAfterCallEnded: once the call's context has ended, SendMsg
+// returns io.EOF on a client-streaming call and nil on a server-streaming
+// one (whose stub returns SendMsg's error as the call's), and RecvMsg
+// returns the status, as grpc-go's client does.
+func TestSendAfterCallEnded(t *testing.T) {
+	forPairs(t, func(t *testing.T, p pair) {
+		e := setup(t, p, serverSettings{}, clientSettings{})
+		tests := []struct {
+			name    string
+			desc    grpc.StreamDesc
+			method  string
+			wantErr error
+		}{
+			{"bidi", grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/grpc.testing.TestService/FullDuplexCall", io.EOF},
+			{"server-streaming", grpc.StreamDesc{ServerStreams: true}, "/grpc.testing.TestService/StreamingOutputCall", nil},
+		}
+		for _, tc := range tests {
+			ctx, cancel := context.WithCancel(context.Background())
+			cs, err := e.cc.NewStream(ctx, &tc.desc, tc.method)
+			if err != nil {
+				t.Fatalf("%s: NewStream: %v", tc.name, err)
+			}
+			cancel()
+			time.Sleep(20 * time.Millisecond) // let the cancellation reach the stream
+			req := &testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: make([]byte, 1000)}}
+			if err := cs.SendMsg(req); err != tc.wantErr {
+				t.Errorf("%s: SendMsg after cancel = %v, want %v", tc.name, err, tc.wantErr)
+			}
+			if err := cs.RecvMsg(new(testpb.StreamingOutputCallResponse)); status.Code(err) != codes.Canceled {
+				t.Errorf("%s: RecvMsg after cancel = %v, want code %v", tc.name, err, codes.Canceled)
+			}
+		}
+	})
 }

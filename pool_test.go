@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// TestReviewUnaryPoolNoCrossTalk runs concurrent unary calls that end every
+// TestUnaryPoolNoCrossTalk runs concurrent unary calls that end every
 // way a pooled ClientStream (grpcwire unaryStreams) and a reused h2conn
 // stream can end: OK with small and large (landing) responses, canceled at
 // random moments (before the request, while waiting in the stream's waits,
@@ -28,20 +28,20 @@ import (
 // trailers and response size (a ClientStream or stream object reused while
 // an earlier call still used it would mix them), and the buffer pool and
 // goroutines must return to their baselines.
-func TestReviewUnaryPoolNoCrossTalk(t *testing.T) {
+func TestUnaryPoolNoCrossTalk(t *testing.T) {
 	sockio.StartIdlePoller()
 	for _, p := range []pair{pairs[0], pairs[2]} {
 		t.Run(p.name, func(t *testing.T) {
 			base := runtime.NumGoroutine()
 			bufs := bufpool.Default().Outstanding()
-			t.Run("body", func(t *testing.T) { reviewPoolBody(t, p) })
+			t.Run("body", func(t *testing.T) { poolNoCrossTalk(t, p) })
 			checkGoroutines(t, base)
 			checkBuffers(t, bufs)
 		})
 	}
 }
 
-func reviewPoolBody(t *testing.T, p pair) {
+func poolNoCrossTalk(t *testing.T, p pair) {
 	e := setup(t, p, serverSettings{}, clientSettings{})
 	const workers, perWorker = 8, 60
 	var wg sync.WaitGroup
@@ -54,7 +54,7 @@ func reviewPoolBody(t *testing.T, p pair) {
 			rng := rand.New(rand.NewSource(int64(w)))
 			for i := range perWorker {
 				id := fmt.Sprintf("w%d-c%d", w, i)
-				kind := reviewCall(t, e.tc, rng, id)
+				kind := poolCall(t, e.tc, rng, id)
 				mu.Lock()
 				counts[kind]++
 				mu.Unlock()
@@ -69,8 +69,8 @@ func reviewPoolBody(t *testing.T, p pair) {
 	e.stop()
 }
 
-// reviewCall makes one call and checks it; it returns its outcome.
-func reviewCall(t *testing.T, tc testgrpc.TestServiceClient, rng *rand.Rand, id string) string {
+// poolCall makes one call and checks it; it returns its outcome.
+func poolCall(t *testing.T, tc testgrpc.TestServiceClient, rng *rand.Rand, id string) string {
 	size := 10 + rng.Intn(200)
 	if rng.Intn(3) == 0 {
 		size = 40<<10 + rng.Intn(200<<10) // spans frames: lands in place

@@ -13,11 +13,11 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// TestReviewInvokeEndedContext: a unary call whose context has already
+// TestInvokeEndedContext: a unary call whose context has already
 // ended (the client's waits watch Done instead of an AfterFunc) fails with
 // the context's code, for small and large requests, and leaves nothing
 // behind; the connection then serves the next call.
-func TestReviewInvokeEndedContext(t *testing.T) {
+func TestInvokeEndedContext(t *testing.T) {
 	sockio.StartIdlePoller()
 	for _, p := range []pair{pairs[0], pairs[2]} {
 		t.Run(p.name, func(t *testing.T) {
