@@ -148,10 +148,10 @@ type ClientConn struct {
 // defaultClientMaxFrameSize is the SETTINGS_MAX_FRAME_SIZE a client
 // announces unless WithMaxFrameSize says otherwise. It lets a server send a
 // large response in a few large DATA frames instead of 16 KiB ones: each
-// frame costs the receiver a parse and a wake-up. leanbench 1 MiB streaming
-// with 16 streams, against grpc-go in the same run: 1.08-1.16x with this,
-// 1.04-1.09x with 16 KiB. The server keeps the RFC default, which peers and
-// h2spec assume.
+// frame costs the receiver a parse and a wake-up, and most of a large
+// frame's bytes land in the message's buffer straight from the socket
+// (PERFORMANCE.md, "Client max frame size"). The server keeps the RFC
+// default, which peers and h2spec assume.
 const defaultClientMaxFrameSize = 256 << 10
 
 // NewClient returns a ClientConn for target, parsed as grpc-go's NewClient

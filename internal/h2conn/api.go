@@ -5,9 +5,10 @@
 // Goroutines: a connection has one reading goroutine (the server's Serve
 // caller, or one started by NewClientConn). With ServeAsync and on the
 // client, over a socket that supports idle waits (sockio's OnReadable, on
-// Linux), that goroutine returns after 200 ms without a frame and a new
-// one starts when bytes arrive, so an idle connection has none. There is
-// no resident writer:
+// Linux), that goroutine returns after its idle wait without a frame (1 ms
+// on a new connection, growing with use up to 200 ms; see
+// minIdleReadWait) and a new one starts when bytes arrive, so an idle
+// connection has none. There is no resident writer:
 // whoever queues frames flushes them when no flush is in progress, and the
 // reader, which never blocks on a socket write, starts a short-lived writer
 // goroutine when it queued control frames and nobody is writing.

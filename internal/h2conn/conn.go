@@ -448,14 +448,12 @@ func (c *Conn) readError(err error) *Error {
 // makes one call and then idles (the usual health check or config stream)
 // lets its goroutine go after a millisecond, so that a burst of new
 // connections does not keep one goroutine per connection alive (each leaves
-// a goroutine record and a cached stack behind in the runtime for good; at
-// 200 ms a burst of 1000 connections peaked at 1000 goroutines, at 1 ms at
-// about 70, handlers included). A busy one soon waits the full
-// idleReadWait: it does not park between calls (an epoll registration and
-// a goroutine start each time), and the wait's read deadline, re-armed
-// once per half wait, stays rare (re-armed every half millisecond it cost
-// the 1 MB workload a tenth of its throughput, in runtime timer updates
-// that wake the netpoller).
+// a goroutine record and a cached stack behind in the runtime for good). A
+// busy one soon waits the full idleReadWait: it does not park between
+// calls (an epoll registration and a goroutine start each time), and the
+// wait's read deadline, re-armed once per half wait, stays rare: each
+// re-arm is a runtime timer update that may wake the netpoller
+// (PERFORMANCE.md, "Idle wait of the reader").
 const (
 	minIdleReadWait    = time.Millisecond
 	idleReadWait       = 200 * time.Millisecond
@@ -606,8 +604,8 @@ func (c *Conn) afterReads() (lone bool) {
 }
 
 // stampRead records a read for keepalive: once per read rather than per
-// frame, since keepalive needs no finer clock (time.Now per frame was 1.4%
-// of streaming ×120's CPU).
+// frame, since keepalive needs no finer clock and time.Now per frame is a
+// visible cost with many small frames (PERFORMANCE.md, "Keepalive clock").
 func (c *Conn) stampRead() {
 	if c.keepaliveOn {
 		c.lastRead.Store(timeNow().UnixNano())
@@ -665,10 +663,10 @@ func (d *connDriver) DriveRead(b *bufpool.Buffer) (bool, error) {
 		// A lone call: back to ReadFrame, whose first read after the
 		// yield above mostly finds the socket empty; its next batch may
 		// lend the role (settleBatch). Parking here instead, without that
-		// read, cut leanbench unary ×1's p50 by ~0.8 µs but cost it 8-11%
-		// more CPU, before lone calls lent their role: with the read gone
-		// the runtime's idle thread was woken more often (futex calls per
-		// call 0.34 → 0.56) and the call moved between threads more.
+		// read, traded a little latency for more CPU: with the read gone
+		// the runtime's idle thread was woken more often and the call
+		// moved between threads more (PERFORMANCE.md, "Driven reads and
+		// the empty read").
 		// After a GOAWAY, the peer usually closes: a close queued behind
 		// these bytes shows up in ReadFrame's first read, while Drive
 		// would park without that read until its bound (sockio's Drive).

@@ -17,9 +17,9 @@ import (
 // handing frames from its reader goroutine to the goroutine that waits
 // for them: the reader wakes, reads, wakes the caller (or starts the
 // handler) and goes back to the socket, where it mostly finds nothing and
-// parks. A raw TCP echo measured the hand-offs at ~5 CPU-µs per round
-// trip, a fifth of a leangrpc unary call. So such a connection lends its
-// read role instead:
+// parks. Those hand-offs wake threads and cost more CPU than the
+// system calls around them (PERFORMANCE.md, "Hand-offs on a raw TCP
+// echo"). So such a connection lends its read role instead:
 //
 //   - a client's reader, after a batch that leaves at most one stream open
 //     and nobody parked waiting for frames, lends the role and returns; the

@@ -16,9 +16,9 @@ import (
 // hand-over costs a goroutine switch, and the mode lasts as long as waiters
 // keep waiting that long. This mutex lets a newcomer take a free lock
 // ahead of woken waiters (sync.Mutex's normal mode, always) and spins
-// briefly before sleeping. (leanbench's unary ×120 runs in one of two
-// regimes, ~200k calls/s or ~95k; the slow one comes from the machine,
-// both stacks at once, with this mutex's share of the CPU unchanged.)
+// briefly before sleeping. (Runs that are slow for both stacks at once
+// come from the machine, not from a convoy on this mutex: its share of the
+// CPU stays the same; PERFORMANCE.md, "The engine lock".)
 //
 // Lock and Unlock follow the classic three-state futex mutex, with a
 // one-slot channel as the futex: state is 0 (free), 1 (held) or 2 (held,

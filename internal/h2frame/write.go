@@ -13,24 +13,14 @@ import (
 // copyThreshold is the DATA payload size from which WriteDataBuffer sends
 // the payload as its own iovec instead of copying it into the write buffer.
 //
-// Measured with BenchmarkCopyVsIovec (four frames per Flush, 2 shared cores,
-// medians of 3-5 runs, ns per Flush):
-//
-//	size    mem sink copy/iovec    loopback TCP copy/iovec
-//	512 B      175 / 326              5790 / 6084
-//	1 KiB      381 / 328              9602 / 14803
-//	2 KiB      340 / 298             13336 / 14195
-//	4 KiB      762 / 217             28161 / 35371
-//	8 KiB      932 / 213             54159 / 50546
-//	16 KiB    3597 / 237             57694 / 87076
-//
 // In user space the iovec (a Ref, a Free and a slice entry) beats the copy
-// from about 2 KiB. Over loopback the copy looks as good or better at every
-// size, as grpc-go found (seed 001): the kernel copies the bytes anyway and a
-// 9-byte header iovec per frame costs it an extra fragment, while on a real
-// network the saved user-space copy won about 5% QPS for large messages. 8
-// KiB takes the iovec where the saved copy is clearly worth the kernel's
-// extra fragment and keeps small messages in one contiguous write.
+// from a few KiB. Over loopback the copy looks as good or better at every
+// size: the kernel copies the bytes anyway and a 9-byte header iovec per
+// frame costs it an extra fragment, while on a real network the saved
+// user-space copy pays for large messages. 8 KiB takes the iovec where the
+// saved copy is clearly worth the kernel's extra fragment and keeps small
+// messages in one contiguous write. BenchmarkCopyVsIovec measures both
+// sides (PERFORMANCE.md, "Copy or iovec for DATA payloads").
 const copyThreshold = 8 << 10
 
 // VectorWriter is implemented by sinks that can write several slices in one

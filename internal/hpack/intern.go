@@ -77,8 +77,9 @@ func intern(b []byte) (string, bool) {
 // most sharedMaxLen bytes), so a peer indexing ever new strings costs a
 // hash and a slot overwrite per string, no allocation, and pins at most
 // sharedSlots·sharedMaxLen bytes process-wide; a unique.Make per string
-// cost about seven allocations each and made such a peer ~35x slower to
-// decode than x/net.
+// allocates several times per string, which such a peer would turn into
+// a decoder many times slower than x/net's (PERFORMANCE.md, "Interning of
+// decoded strings"; TestDecoderDistinctIndexedStringsCost).
 func shared(s string) string {
 	if len(s) == 0 {
 		return ""

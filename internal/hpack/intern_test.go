@@ -87,9 +87,9 @@ func TestDecoderCanonicalStringsNotKept(t *testing.T) {
 // TestDecoderDistinctIndexedStringsCost: each distinct field a peer
 // makes the decoder index should cost about what x/net's decoder pays (2.1
 // allocations), not the ~15 of a joined string plus two unique.Make calls
-// (clone, trie node, weak handle, cleanup each): a peer sending header
-// blocks of new indexed fields makes the decoder ~35x slower per field than
-// x/net's (3.7 us against 105 ns measured on this machine).
+// (clone, trie node, weak handle, cleanup each), which let a peer sending
+// header blocks of new indexed fields slow the decoder down many times
+// (PERFORMANCE.md, "Interning of decoded strings").
 func TestDecoderDistinctIndexedStringsCost(t *testing.T) {
 	const perBlock = 64
 	seq := 0
