@@ -11,6 +11,7 @@ import (
 	"github.com/leangrpc/leangrpc/internal/grpcwire"
 	"github.com/leangrpc/leangrpc/internal/h2conn"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
@@ -37,6 +38,9 @@ type callInfo struct {
 	// registered compressor (nil for none and Identity).
 	compressor string
 	comp       encoding.Compressor
+	// via is the SubConn a producer's call runs on (subConn.NewStream);
+	// nil for the calls the picker places.
+	via *subConn
 }
 
 // parseCallOptions reads grpc-go's exported call options. Options it does
@@ -133,49 +137,76 @@ func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInf
 	return req, nil
 }
 
-// openStream gets a connection and opens the call's stream on it, once
-// retrying on a fresh connection when the first was going away (nothing
-// was sent then).
-func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInfo, hold bool) (*grpcwire.ClientStream, *peer.Peer, error) {
+// openStream gets a connection from the picker and opens the call's stream
+// on it, trying again (at most twice) when the connection was going away,
+// since nothing was sent then.
+func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInfo, hold bool) (*grpcwire.ClientStream, picked, error) {
 	// A context that already ended fails the call before anything is
 	// sent, as grpc-go's does; otherwise a fast server could answer before
 	// the stream's wait notices the context.
 	if err := ctx.Err(); err != nil {
-		return nil, nil, status.FromContextError(err).Err()
+		return nil, picked{}, status.FromContextError(err).Err()
 	}
 	req, err := cc.newRequest(ctx, method, ci)
 	if err != nil {
-		return nil, nil, err
+		return nil, picked{}, err
 	}
 	userMD := req.MD
 	withCreds := len(cc.opts.perRPC) > 0 || ci.perRPC != nil
 	cfg := cc.streamConfig(ci, hold)
 	for attempt := 0; ; attempt++ {
-		conn, p, err := cc.getConn(ctx, ci.waitForReady)
+		p, err := cc.connFor(ctx, method, ci)
 		if err != nil {
-			return nil, nil, err
+			return nil, picked{}, err
 		}
+		req.MD = userMD
 		if withCreds {
 			// Per-RPC credentials see the connection's AuthInfo, so
 			// they run once the connection is chosen, as in grpc-go.
-			if req.MD, err = cc.perRPCMetadata(ctx, &req, userMD, ci.perRPC, p.AuthInfo); err != nil {
-				return nil, nil, err
+			if req.MD, err = cc.perRPCMetadata(ctx, &req, userMD, ci.perRPC, p.peer.AuthInfo); err != nil {
+				p.finish(err)
+				return nil, picked{}, err
 			}
+		}
+		if p.md != nil {
+			req.MD = metadata.Join(req.MD, p.md)
 		}
 		var cs *grpcwire.ClientStream
 		if hold {
-			cs, err = grpcwire.NewClientStreamHold(ctx, conn, &req, cfg)
+			cs, err = grpcwire.NewClientStreamHold(ctx, p.conn, &req, cfg)
 		} else {
-			cs, err = grpcwire.NewClientStream(ctx, conn, &req, cfg)
+			cs, err = grpcwire.NewClientStream(ctx, p.conn, &req, cfg)
 		}
 		if err == nil {
 			return cs, p, nil
 		}
+		p.finish(err)
 		if attempt < 2 && retryable(err) {
-			cc.dropConn(conn)
 			continue
 		}
-		return nil, nil, err
+		return nil, picked{}, err
+	}
+}
+
+// connFor returns the connection for a call: the picker's choice, or the
+// SubConn's own for a producer's call.
+func (cc *ClientConn) connFor(ctx context.Context, method string, ci *callInfo) (picked, error) {
+	if ci.via == nil {
+		return cc.pick(ctx, method, ci.waitForReady)
+	}
+	r := ci.via.ready.Load()
+	if r == nil || r.conn.IsGoingAway() {
+		return picked{}, errSubConnNotReady
+	}
+	return picked{readyConn: r}, nil
+}
+
+// finish tells the balancer that the call it placed ended (PickResult's
+// Done), when it asked to hear it.
+func (p *picked) finish(err error) {
+	if p.done != nil {
+		p.done(balancer.DoneInfo{Err: err})
+		p.done = nil
 	}
 }
 
@@ -196,49 +227,51 @@ func (cc *ClientConn) streamConfig(ci *callInfo, hold bool) grpcwire.ClientConfi
 // fails, as grpc-go's attempts are; the request carries the metadata of
 // the context TagRPC returned (a tracer's propagation headers). retry says
 // that an earlier attempt of the call failed unprocessed.
-func (cc *ClientConn) openStreamStats(ctx context.Context, method string, ci *callInfo, hold, clientStream, serverStream, retry bool) (*grpcwire.ClientStream, *peer.Peer, *clientCallStats, error) {
+func (cc *ClientConn) openStreamStats(ctx context.Context, method string, ci *callInfo, hold, clientStream, serverStream, retry bool) (*grpcwire.ClientStream, picked, *clientCallStats, error) {
 	if err := ctx.Err(); err != nil { // before any event, as in grpc-go
-		return nil, nil, nil, status.FromContextError(err).Err()
+		return nil, picked{}, nil, status.FromContextError(err).Err()
 	}
 	cfg := cc.streamConfig(ci, hold)
 	cfg.NoMetadata = false // the handlers see the response's metadata
 	for attempt := 0; ; attempt++ {
 		cst := cc.beginClientCall(ctx, method, ci, clientStream, serverStream, retry || attempt > 0)
-		r := cc.ready.Load()
-		waited := r == nil || r.conn.IsGoingAway()
-		conn, p, err := cc.getConn(cst.ctx, ci.waitForReady)
+		p, err := cc.connFor(cst.ctx, method, ci)
 		if err != nil {
 			cst.end(err, nil)
-			return nil, nil, nil, err
+			return nil, picked{}, nil, err
 		}
-		if waited {
+		if p.blocked {
 			cst.delayedPick()
 		}
 		req, err := cc.newRequest(cst.ctx, method, ci)
 		if err == nil && (len(cc.opts.perRPC) > 0 || ci.perRPC != nil) {
-			req.MD, err = cc.perRPCMetadata(cst.ctx, &req, req.MD, ci.perRPC, p.AuthInfo)
+			req.MD, err = cc.perRPCMetadata(cst.ctx, &req, req.MD, ci.perRPC, p.peer.AuthInfo)
 		}
 		if err != nil {
+			p.finish(err)
 			cst.end(err, nil)
-			return nil, nil, nil, err
+			return nil, picked{}, nil, err
+		}
+		if p.md != nil {
+			req.MD = metadata.Join(req.MD, p.md)
 		}
 		cfg.Observer = cst
 		var cs *grpcwire.ClientStream
 		if hold {
-			cs, err = grpcwire.NewClientStreamHold(cst.ctx, conn, &req, cfg)
+			cs, err = grpcwire.NewClientStreamHold(cst.ctx, p.conn, &req, cfg)
 		} else {
-			cs, err = grpcwire.NewClientStream(cst.ctx, conn, &req, cfg)
+			cs, err = grpcwire.NewClientStream(cst.ctx, p.conn, &req, cfg)
 		}
 		if err == nil {
-			cst.outHeader(cc, method, p)
+			cst.outHeader(cc, method, p.peer)
 			return cs, p, cst, nil
 		}
+		p.finish(err)
 		cst.end(err, nil)
 		if attempt < 2 && retryable(err) {
-			cc.dropConn(conn)
 			continue
 		}
-		return nil, nil, nil, err
+		return nil, picked{}, nil, err
 	}
 }
 
@@ -304,9 +337,13 @@ func (cc *ClientConn) invokeOnce(ctx context.Context, method string, args, reply
 	if err != nil {
 		return err
 	}
-	defer cs.Release() // after ci.after: the stream object goes back to the connection
-	defer ci.after(cs, p)
-	return invokeStream(cs, nil, args, reply)
+	err = invokeStream(cs, nil, args, reply)
+	if p.done != nil {
+		p.done(doneInfo(cs, err))
+	}
+	ci.after(cs, p.peer)
+	cs.Release() // after ci.after: the stream object goes back to the connection
+	return err
 }
 
 // invokeOnceStats is invokeOnce with a stats handler.
@@ -316,8 +353,11 @@ func (cc *ClientConn) invokeOnceStats(ctx context.Context, method string, args, 
 		return cc.closingErr(err)
 	}
 	err = cc.closingErr(invokeStream(cs, cst, args, reply))
+	if p.done != nil {
+		p.done(doneInfo(cs, err))
+	}
 	cst.end(err, cs.Trailer())
-	ci.after(cs, p)
+	ci.after(cs, p.peer)
 	cs.Release()
 	return err
 }
@@ -358,6 +398,15 @@ func invokeStream(cs *grpcwire.ClientStream, cst *clientCallStats, args, reply a
 	return err
 }
 
+// doneInfo is what a balancer hears of a call it placed when it ends.
+func doneInfo(cs *grpcwire.ClientStream, err error) balancer.DoneInfo {
+	if err == io.EOF {
+		err = nil
+	}
+	h, _ := cs.Header()
+	return balancer.DoneInfo{Err: err, Trailer: cs.Trailer(), BytesSent: true, BytesReceived: h != nil}
+}
+
 // after fills the Header, Trailer and Peer call options.
 func (ci *callInfo) after(cs *grpcwire.ClientStream, p *peer.Peer) {
 	if len(ci.headerAddrs) > 0 {
@@ -385,12 +434,20 @@ func (cc *ClientConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, meth
 }
 
 func (cc *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, _ *grpc.ClientConn, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return cc.newStreamOn(ctx, desc, method, nil, opts...)
+}
+
+// newStreamOn begins a streaming RPC on the connection the picker chooses,
+// or on via's when via is not nil (a producer's call: no interceptors run,
+// as in grpc-go).
+func (cc *ClientConn) newStreamOn(ctx context.Context, desc *grpc.StreamDesc, method string, via *subConn, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	ci, err := parseCallOptions(cc.opts.callOpts, opts)
 	if err != nil {
 		return nil, err
 	}
+	ci.via = via
 	var cs *grpcwire.ClientStream
-	var p *peer.Peer
+	var p picked
 	var cst *clientCallStats
 	if cc.stats != nil {
 		cs, p, cst, err = cc.openStreamStats(ctx, method, &ci, false, desc.ClientStreams, desc.ServerStreams, false)
@@ -403,7 +460,7 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, _ *g
 		}
 		return nil, err
 	}
-	s := &clientStream{cc: cc, cs: cs, ctx: ctx, desc: desc, ci: ci, peer: p, stats: cst}
+	s := &clientStream{cc: cc, cs: cs, ctx: ctx, desc: desc, ci: ci, peer: p.peer, done: p.done, stats: cst}
 	if cst != nil {
 		s.ctx = cst.ctx
 		// The end of a stream the caller abandons after cancelling it is
@@ -423,7 +480,8 @@ type clientStream struct {
 	desc  *grpc.StreamDesc
 	ci    callInfo
 	peer  *peer.Peer
-	stats *clientCallStats // nil without a stats handler
+	done  func(balancer.DoneInfo) // the balancer's PickResult.Done, nil for none
+	stats *clientCallStats        // nil without a stats handler
 
 	sentLast bool // CloseSend was called, or the single request of a call that is not client-streaming was sent
 	recvOne  bool // !desc.ServerStreams: the response was received
@@ -537,6 +595,9 @@ func (s *clientStream) finish(err error) {
 		err = nil
 	}
 	s.doneOnce.Do(func() {
+		if s.done != nil {
+			s.done(doneInfo(s.cs, err))
+		}
 		if s.stats != nil {
 			s.stats.end(err, s.cs.Trailer())
 		}

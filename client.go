@@ -1,7 +1,6 @@
 package leangrpc
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,6 +14,7 @@ import (
 	"github.com/leangrpc/leangrpc/internal/sockio"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
@@ -66,18 +66,17 @@ func max0(f float64) float64 {
 	return f
 }
 
-// ClientConn is a client connection to one target. It implements
-// grpc.ClientConnInterface. On the first RPC it builds the target's
-// resolver and connects to the first of the resolved addresses that
-// accepts; it reconnects with exponential backoff when the connection is
-// lost, asking the resolver again when a round of dials fails.
+// ClientConn is a client channel to one target. It implements
+// grpc.ClientConnInterface. It starts IDLE; the first call (or Connect)
+// builds the target's resolver and the load-balancing policy the service
+// config names (pick_first by default), both from grpc-go's registries,
+// and every call takes the connection the policy's picker chooses.
 type ClientConn struct {
 	target string
 	// defScheme is the scheme prefixed to target to parse it, "" when it
 	// named its own (see parsedTarget).
 	defScheme string
 	builder   resolver.Builder
-	res       *resolverConn
 	authority string
 	scheme    string // :scheme, "https" under TLS credentials
 	opts      dialOptions
@@ -91,58 +90,43 @@ type ClientConn struct {
 	// made (they register at init), as grpc-go's transport computes it.
 	acceptEncoding string
 	stats          stats.Handler // nil without WithStatsHandler options
-
-	// isClosed is closed, readable without mu. The ClientConn keeps no
-	// cancel context of its own: the dial in progress gets one (dialCancel)
-	// and a wait for the next attempt watches wakeCh, made on demand, so
-	// that an idle ClientConn holds neither a Done channel nor a children
-	// map.
-	isClosed atomic.Bool
-
-	// ready is the current connection, readable without mu; it is set
-	// and cleared together with conn under mu.
-	ready atomic.Pointer[readyConn]
-
-	mu      sync.Mutex // guards the fields below
-	conn    *h2conn.Conn
-	peer    *peer.Peer
-	dialing chan struct{} // closed when the dial in progress ends
-	lastErr error         // of the last failed dial
-	retryAt time.Time     // no dial before this after a failure
-	retries int
-	closed  bool
-	// reresolve asks the next dial to call the resolver's ResolveNow
-	// first: the connection in use was lost.
-	reresolve bool
-	// unixScheme, set by NewClient and read-only (it sits here to share
-	// the padding after closed), marks grpc-go's unix and unix-abstract
-	// resolvers, whose addresses are socket paths. grpc-go marks such
-	// addresses with an attribute under an internal key; leangrpc knows
-	// them by the resolver that made them.
+	// unixScheme marks grpc-go's unix and unix-abstract resolvers, whose
+	// addresses are socket paths. grpc-go marks such addresses with an
+	// attribute under an internal key; leangrpc knows them by the
+	// resolver that made them.
 	unixScheme bool
-	old        []*h2conn.Conn // going-away connections still draining
-	// dialCancel cancels the dial in progress; wakeCh, when not nil, is
-	// closed by Close and by a resolver update, which end the wait for
-	// the next attempt.
-	dialCancel context.CancelFunc
-	wakeCh     chan struct{}
 
-	// The connectivity state (connectivity.go) is not stored: stateLocked
-	// derives it from the fields above, so the call path keeps no state
-	// up to date. stateCh, made by a WaitForStateChange, is closed when
-	// any of those fields changes.
+	// isClosed is closed, readable without mu.
+	isClosed atomic.Bool
+	// pickers is the picker calls consult (picker.go); never nil after
+	// NewClient. waitingPicks counts the calls waiting for a picker: they
+	// keep the ClientConn out of IDLE.
+	pickers      atomic.Pointer[pickerGen]
+	waitingPicks atomic.Int32
+	// sc is the service config in force (nil: none).
+	sc atomic.Pointer[serviceConfig]
+	// ser runs the calls into the balancer one at a time (serializer.go).
+	ser serializer
+
+	mu     sync.Mutex // guards the fields below
+	closed bool
+	// idle: no resolver and no balancer exist; res and bw are nil.
+	idle bool
+	res  *resolverConn
+	bw   *balancerWrapper // nil until the resolver's first report
+	// state is the connectivity state: the balancer's, or IDLE, or
+	// SHUTDOWN; stateCh, made by a WaitForStateChange, closes when it
+	// changes.
+	state   connectivity.State
 	stateCh chan struct{}
-	// retryTimer starts the next dial after a failed one, as grpc-go
-	// reconnects in TRANSIENT_FAILURE without waiting for a call.
-	retryTimer *time.Timer
+	// resolverConfig is set once the resolver gave a valid service
+	// config: a later invalid one keeps the config in force.
+	resolverConfig bool
+	subConns       map[*subConn]struct{}
+	old            []*h2conn.Conn // connections that finish their calls and close
 	// idleTimer, running while the ClientConn is out of IDLE and
-	// WithIdleTimeout is on, looks for calls every idle timeout; idleConn,
-	// idleNextID and idleActive are the connection, its next stream id
-	// and whether it had a stream open at the last look.
-	idleTimer  *time.Timer
-	idleConn   *h2conn.Conn
-	idleNextID uint32
-	idleActive bool
+	// WithIdleTimeout is on, looks for calls every idle timeout.
+	idleTimer *time.Timer
 }
 
 // defaultClientMaxFrameSize is the SETTINGS_MAX_FRAME_SIZE a client
@@ -199,7 +183,9 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		return nil, err
 	}
 	cc.defScheme, cc.builder = defScheme, builder
-	cc.res = newResolverConn(cc)
+	cc.idle = true
+	cc.state = connectivity.Idle
+	cc.publishPickerLocked(&pickerGen{idle: true})
 	if s := parsed.URL.Scheme; (s == "unix" || s == "unix-abstract") && builder == resolver.Get(s) {
 		cc.unixScheme = true
 	}
@@ -254,98 +240,15 @@ func (cc *ClientConn) Target() string { return cc.target }
 
 var errConnClosing = status.Error(codes.Canceled, "grpc: the client connection is closing")
 
-// getConn returns a ready HTTP/2 connection, dialing if there is none. A
-// call waits for a dial in progress; after a failed dial it fails at once
-// with Unavailable during the backoff, unless waitForReady, in which case
-// it waits for the next attempt until ctx ends.
-func (cc *ClientConn) getConn(ctx context.Context, waitForReady bool) (*h2conn.Conn, *peer.Peer, error) {
-	if r := cc.ready.Load(); r != nil && !r.conn.IsGoingAway() {
-		return r.conn, r.peer, nil // the common case, without mu
-	}
-	for {
-		cc.mu.Lock()
-		if cc.closed {
-			cc.mu.Unlock()
-			return nil, nil, errConnClosing
-		}
-		if c := cc.conn; c != nil {
-			if !c.IsGoingAway() {
-				p := cc.peer
-				cc.mu.Unlock()
-				return c, p, nil
-			}
-			cc.setConn(nil, nil)
-			cc.old = append(pruneDone(cc.old), c)
-			cc.reresolve = true
-		}
-		if ch := cc.dialing; ch != nil {
-			cc.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return nil, nil, status.FromContextError(ctx.Err()).Err()
-			}
-		}
-		if wait := time.Until(cc.retryAt); wait > 0 {
-			lastErr := cc.lastErr
-			if waitForReady && cc.wakeCh == nil {
-				cc.wakeCh = make(chan struct{})
-			}
-			wakeCh := cc.wakeCh
-			cc.mu.Unlock()
-			if !waitForReady {
-				return nil, nil, unavailable(lastErr)
-			}
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-				continue
-			case <-ctx.Done():
-				t.Stop()
-				return nil, nil, status.FromContextError(ctx.Err()).Err()
-			case <-wakeCh:
-				t.Stop()
-				continue
-			}
-		}
-		ch := cc.startDialLocked()
-		cc.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, nil, status.FromContextError(ctx.Err()).Err()
-		}
-		cc.mu.Lock()
-		failed := cc.conn == nil && !cc.closed
-		lastErr := cc.lastErr
-		cc.mu.Unlock()
-		if failed && !waitForReady {
-			return nil, nil, unavailable(lastErr)
-		}
-	}
-}
-
 // readyConn is a connection with its peer, published for the lock-free
-// path of getConn.
+// path of a call.
 type readyConn struct {
 	conn *h2conn.Conn
 	peer *peer.Peer
 }
 
-// setConn replaces the current connection; mu must be held.
-func (cc *ClientConn) setConn(c *h2conn.Conn, p *peer.Peer) {
-	cc.conn, cc.peer = c, p
-	cc.stateChangedLocked()
-	if c == nil {
-		cc.ready.Store(nil)
-	} else {
-		cc.ready.Store(&readyConn{conn: c, peer: p})
-	}
-}
-
-// Close tears the connection down and stops the resolver; RPCs in flight
-// fail with Canceled or Unavailable.
+// Close shuts the channel down: the resolver and the balancer stop, every
+// connection closes, and RPCs in flight fail with Canceled or Unavailable.
 func (cc *ClientConn) Close() error {
 	cc.mu.Lock()
 	if cc.closed {
@@ -354,25 +257,36 @@ func (cc *ClientConn) Close() error {
 	}
 	cc.closed = true
 	cc.isClosed.Store(true)
-	if cc.dialCancel != nil {
-		cc.dialCancel()
+	cc.publishPickerLocked(&pickerGen{closed: true})
+	cc.setStateLocked(connectivity.Shutdown)
+	if cc.idleTimer != nil {
+		cc.idleTimer.Stop()
+		cc.idleTimer = nil
 	}
-	if cc.wakeCh != nil {
-		close(cc.wakeCh)
-		cc.wakeCh = nil
-	}
-	cc.stopTimersLocked()
-	conns := append(cc.old, cc.conn)
-	cc.setConn(nil, nil)
-	cc.old = nil
-	rc := cc.res
+	rc, bw := cc.res, cc.bw
+	cc.res, cc.bw = nil, nil
 	cc.mu.Unlock()
-	rc.close()
-	for _, c := range conns {
-		if c != nil {
-			c.Close()
-			<-c.Done()
+	if rc != nil {
+		rc.close()
+	}
+	if bw != nil {
+		cc.ser.run(bw.close)
+	}
+	cc.ser.close()
+	cc.mu.Lock()
+	conns := cc.old
+	cc.old = nil
+	for sc := range cc.subConns {
+		sc.mu.Lock()
+		if sc.conn != nil {
+			conns = append(conns, sc.conn)
 		}
+		sc.mu.Unlock()
+	}
+	cc.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+		<-c.Done()
 	}
 	return nil
 }
@@ -382,18 +296,6 @@ func pooledReads(opt *bool) bool {
 		return *opt
 	}
 	return sockio.PooledReadsDefault()
-}
-
-// dropConn stops handing out c, on which a stream could not be opened
-// because the connection failed; the next call dials afresh.
-func (cc *ClientConn) dropConn(c *h2conn.Conn) {
-	cc.mu.Lock()
-	if cc.conn == c {
-		cc.setConn(nil, nil)
-		cc.old = append(pruneDone(cc.old), c)
-		cc.reresolve = true
-	}
-	cc.mu.Unlock()
 }
 
 // pruneDone drops the connections that have ended.

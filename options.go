@@ -266,6 +266,13 @@ type dialOptionFunc func(*dialOptions)
 func (f dialOptionFunc) applyDial(o *dialOptions) { f(o) }
 
 type dialOptions struct {
+	// Service config (serviceconfig.go): the default config, whether the
+	// resolver's is ignored, the cap on a retry policy's attempts, and
+	// whether client-side health checking is off.
+	defaultServiceConfig *serviceConfig
+	disableServiceConfig bool
+	maxCallAttempts      int
+	disableHealthCheck   bool
 	creds             credentials.TransportCredentials
 	resolvers         []resolver.Builder // WithResolvers, ahead of grpc-go's registry
 	unaryInts         []grpc.UnaryClientInterceptor

@@ -220,6 +220,13 @@ func (c *Conn) Done() <-chan struct{} { return c.doneChan() }
 // was received or sent, or the connection ended.
 func (c *Conn) GoingAway() <-chan struct{} { return c.goingAwayChan() }
 
+// OnGoingAway arranges for f to run, on a goroutine of its own, once the
+// connection accepts no new streams (when GoingAway closes); at once if it
+// already does. It lets a client learn that a connection it keeps idle is
+// lost without a goroutine waiting on GoingAway for each connection. A
+// second call replaces the first's f if that has not run yet.
+func (c *Conn) OnGoingAway(f func()) { c.onGoingAway(f) }
+
 // IsGoingAway reports whether GoingAway is closed, without a lock or a
 // channel: a client checks it before every call.
 func (c *Conn) IsGoingAway() bool { return c.state.Load()&stateAway != 0 }

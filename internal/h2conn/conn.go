@@ -403,6 +403,7 @@ type connNotify struct {
 	done      chan struct{} // closed when the reader stopped and all is released
 	goingAway chan struct{} // closed once no new streams are accepted
 	onEnd     func()        // ServeAsync's; set before the reader starts
+	onAway    func()        // OnGoingAway's; run once when goingAway closes
 }
 
 // notifyLocked returns c.notify, making it if needed.
@@ -1113,9 +1114,26 @@ func (c *Conn) closeGoingAwayLocked() {
 		return
 	}
 	c.state.Or(stateAway)
-	if n := c.notify; n != nil && n.goingAway != nil {
-		close(n.goingAway)
+	if n := c.notify; n != nil {
+		if n.goingAway != nil {
+			close(n.goingAway)
+		}
+		if f := n.onAway; f != nil {
+			n.onAway = nil
+			go f()
+		}
 	}
+}
+
+// onGoingAway is OnGoingAway.
+func (c *Conn) onGoingAway(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.IsGoingAway() {
+		go f()
+		return
+	}
+	c.notifyLocked().onAway = f
 }
 
 // goingAwayChan is GoingAway.
