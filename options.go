@@ -273,27 +273,27 @@ type dialOptions struct {
 	disableServiceConfig bool
 	maxCallAttempts      int
 	disableHealthCheck   bool
-	creds             credentials.TransportCredentials
-	resolvers         []resolver.Builder // WithResolvers, ahead of grpc-go's registry
-	unaryInts         []grpc.UnaryClientInterceptor
-	streamInts        []grpc.StreamClientInterceptor
-	callOpts          []grpc.CallOption
-	kp                keepalive.ClientParameters
-	initialWindow     int32
-	initialConnWindow int32
-	maxFrameSize      uint32
-	userAgent         string
-	authority         string
-	dialer            func(context.Context, string) (net.Conn, error)
-	bufferPool        mem.BufferPool
-	readBufferPooling *bool
-	backoff           backoffConfig
-	idleTimeout       time.Duration // WithIdleTimeout; 0 disables
-	perRPC            []credentials.PerRPCCredentials
-	maxHeaderListSize uint32
-	staticWindows     bool
-	bundle            credentials.Bundle
-	statsHandlers     []stats.Handler
+	creds                credentials.TransportCredentials
+	resolvers            []resolver.Builder // WithResolvers, ahead of grpc-go's registry
+	unaryInts            []grpc.UnaryClientInterceptor
+	streamInts           []grpc.StreamClientInterceptor
+	callOpts             []grpc.CallOption
+	kp                   keepalive.ClientParameters
+	initialWindow        int32
+	initialConnWindow    int32
+	maxFrameSize         uint32
+	userAgent            string
+	authority            string
+	dialer               func(context.Context, string) (net.Conn, error)
+	bufferPool           mem.BufferPool
+	readBufferPooling    *bool
+	backoff              backoffConfig
+	idleTimeout          time.Duration // WithIdleTimeout; 0 disables
+	perRPC               []credentials.PerRPCCredentials
+	maxHeaderListSize    uint32
+	staticWindows        bool
+	bundle               credentials.Bundle
+	statsHandlers        []stats.Handler
 }
 
 // WithPerRPCCredentials adds credentials whose metadata goes with every
