@@ -122,7 +122,6 @@ type ClientConn struct {
 	// resolverConfig is set once the resolver gave a valid service
 	// config: a later invalid one keeps the config in force.
 	resolverConfig bool
-	subConns       map[*subConn]struct{}
 	old            []*h2conn.Conn // connections that finish their calls and close
 	// idleTimer, running while the ClientConn is out of IDLE and
 	// WithIdleTimeout is on, looks for calls every idle timeout.
@@ -273,16 +272,11 @@ func (cc *ClientConn) Close() error {
 		cc.ser.run(bw.close)
 	}
 	cc.ser.close()
+	// The balancer's close shut its SubConns down, which moved their
+	// connections to old.
 	cc.mu.Lock()
 	conns := cc.old
 	cc.old = nil
-	for sc := range cc.subConns {
-		sc.mu.Lock()
-		if sc.conn != nil {
-			conns = append(conns, sc.conn)
-		}
-		sc.mu.Unlock()
-	}
 	cc.mu.Unlock()
 	for _, c := range conns {
 		c.Close()
