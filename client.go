@@ -83,7 +83,10 @@ type ClientConn struct {
 	unaryInt  grpc.UnaryClientInterceptor
 	streamInt grpc.StreamClientInterceptor
 	pool      *bufpool.Pool
-	h2cfg     *h2conn.Config // shared by the ClientConns of one configuration; read-only
+	// h2cfg is the configuration of new connections, shared by the
+	// ClientConns of one configuration and read-only; a GOAWAY
+	// too_many_pings replaces it with one that pings half as often.
+	h2cfg atomic.Pointer[h2conn.Config]
 	userAgent string
 	// acceptEncoding is the grpc-accept-encoding of the calls: the
 	// compressors registered in grpc-go's registry when the ClientConn was
@@ -219,7 +222,7 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	if cc.opts.bufferPool != nil {
 		cc.pool = bufpool.New(cc.opts.bufferPool)
 	}
-	cc.h2cfg = h2conn.SharedConfig(h2conn.Config{
+	cc.h2cfg.Store(h2conn.SharedConfig(h2conn.Config{
 		InitialStreamWindow:          windowSize(cc.opts.initialWindow),
 		MaxFrameSize:                 cc.opts.maxFrameSize,
 		InitialConnWindow:            windowSize(cc.opts.initialConnWindow),
@@ -230,7 +233,7 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		KeepaliveTime:                cc.opts.kp.Time,
 		KeepaliveTimeout:             cc.opts.kp.Timeout,
 		KeepalivePermitWithoutStream: cc.opts.kp.PermitWithoutStream,
-	})
+	}))
 	return cc, nil
 }
 
