@@ -92,6 +92,11 @@ type ClientConn struct {
 	acceptEncoding string
 	stats          stats.Handler // nil without WithStatsHandler options
 
+	// sc is the service config in force, nil when there is none: then a
+	// call costs nothing more than this load. It holds the config of
+	// WithDefaultServiceConfig from NewClient on.
+	sc atomic.Pointer[serviceConfig]
+
 	// isClosed is closed, readable without mu. The ClientConn keeps no
 	// cancel context of its own: the dial in progress gets one (dialCancel)
 	// and a wait for the next attempt watches wakeCh, made on demand, so
@@ -166,6 +171,7 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	cc.opts.backoff = defaultBackoff
 	cc.opts.maxFrameSize = defaultClientMaxFrameSize
 	cc.opts.idleTimeout = defaultIdleTimeout
+	cc.opts.maxCallAttempts = defaultMaxCallAttempts
 	for _, o := range opts {
 		o.applyDial(&cc.opts)
 	}
@@ -199,6 +205,15 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		return nil, err
 	}
 	cc.defScheme, cc.builder = defScheme, builder
+	// After the target and the credentials, before the authority, as
+	// grpc-go checks them.
+	if js := cc.opts.defaultServiceConfig; js != nil {
+		sc, err := parseServiceConfig(*js, cc.opts.maxCallAttempts)
+		if err != nil {
+			return nil, fmt.Errorf("grpc: the provided default service config is invalid: %v", err)
+		}
+		cc.sc.Store(sc)
+	}
 	cc.res = newResolverConn(cc)
 	if s := parsed.URL.Scheme; (s == "unix" || s == "unix-abstract") && builder == resolver.Get(s) {
 		cc.unixScheme = true

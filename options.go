@@ -287,6 +287,11 @@ type dialOptions struct {
 	staticWindows     bool
 	bundle            credentials.Bundle
 	statsHandlers     []stats.Handler
+	// Service config (options_serviceconfig.go).
+	defaultServiceConfig *string // WithDefaultServiceConfig's JSON
+	disableServiceConfig bool
+	disableRetry         bool
+	maxCallAttempts      int
 }
 
 // WithPerRPCCredentials adds credentials whose metadata goes with every

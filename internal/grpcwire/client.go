@@ -244,6 +244,15 @@ func (s *ClientStream) Header() (metadata.MD, error) {
 	return s.header, nil
 }
 
+// TrailersOnly waits for the response headers and reports whether the
+// call ended without them: a Trailers-Only response, or a failure (a
+// reset, the connection, the context) before headers. A retry policy may
+// retry only such a call. It may be called from any goroutine.
+func (s *ClientStream) TrailersOnly() bool {
+	s.waitHeaders()
+	return s.hdrErr != nil
+}
+
 // Trailer returns the trailers; complete once RecvMsg returned an error.
 func (s *ClientStream) Trailer() metadata.MD {
 	s.trMu.Lock()
