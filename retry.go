@@ -179,8 +179,10 @@ type streamRetry struct {
 	// final is the call's error when the retries ended it with an error
 	// of their own (attempts exhausted, the context during a backoff, no
 	// attempt could be opened); nil while the current attempt's status is
-	// the call's.
-	final error
+	// the call's. noAttempt says the call has no attempt to report
+	// instead: the last could not be opened.
+	final     error
+	noAttempt bool
 }
 
 // bufferedOp is a message sent (m, last) or the half-close (closeSend).
@@ -278,39 +280,53 @@ func (s *clientStream) settle() error {
 		rs.mu.Unlock()
 		trailersOnly := cs.TrailersOnly()
 		rs.mu.Lock()
-		if cs != s.cs || rs.committed {
-			continue // another goroutine settled this attempt
-		}
-		_, err := cs.Header()
-		if !trailersOnly || err == nil { // headers, or an OK Trailers-Only response
-			rs.commitLocked()
-			break
-		}
-		err = s.cc.closingErr(err)
-		transparent := rs.state.retries == 0 && rs.transparent < 2 && unprocessed(err)
-		if transparent {
-			rs.transparent++
-		} else if ferr := rs.state.next(rs.ctx, err, cs.Trailer()); ferr != nil {
-			if ferr != err {
-				rs.final = ferr
-			}
-			rs.commitLocked()
-			break
-		}
-		s.dropAttemptLocked(err)
-		s.ci.previousAttempts = rs.state.retries
-		if ferr := s.openRetryLocked(transparent); ferr != nil {
-			rs.final = ferr
-			rs.commitLocked()
+		if cs == s.cs && !rs.committed {
+			s.attemptEndedLocked(trailersOnly)
 		}
 	}
-	return rs.final
+	err := rs.final
+	if !rs.noAttempt {
+		// As in grpc-go, the call that saw the retries end reports their
+		// error; later ones report the last attempt's status.
+		rs.final = nil
+	}
+	return err
+}
+
+// attemptEndedLocked acts on the current attempt once its response
+// headers arrived or it ended without them (trailersOnly): it commits the
+// call, or retries it on a new attempt.
+func (s *clientStream) attemptEndedLocked(trailersOnly bool) {
+	rs, cs := s.rs, s.cs
+	_, err := cs.Header()
+	if !trailersOnly || err == nil { // headers, or an OK Trailers-Only response
+		rs.commitLocked()
+		return
+	}
+	err = s.cc.closingErr(err)
+	transparent := rs.state.retries == 0 && rs.transparent < 2 && unprocessed(err)
+	if transparent {
+		rs.transparent++
+	} else if ferr := rs.state.next(rs.ctx, err, cs.Trailer()); ferr != nil {
+		if ferr != err {
+			rs.final = ferr
+		}
+		rs.commitLocked()
+		return
+	}
+	s.dropAttemptLocked(err)
+	s.ci.previousAttempts = rs.state.retries
+	if ferr := s.openRetryLocked(transparent); ferr != nil {
+		rs.final, rs.noAttempt = ferr, true
+		rs.commitLocked()
+	}
 }
 
 // sendRetry is SendMsg under a retry policy. Before the call commits, a
 // message is kept for replay once sent; when the attempt has ended (the
-// send finds the stream closed), the call settles first, and a retry's new
-// attempt gets the message after the replayed ones.
+// send finds the stream closed), the send decides on the attempt as a
+// receive would, and a retry's new attempt gets the message after the
+// replayed ones.
 func (s *clientStream) sendRetry(m any, last bool) error {
 	rs := s.rs
 	for {
@@ -326,32 +342,34 @@ func (s *clientStream) sendRetry(m any, last bool) error {
 		if committed {
 			return err
 		}
+		if err == io.EOF {
+			// The attempt ended, so its headers or end are known.
+			trailersOnly := cs.TrailersOnly()
+			rs.mu.Lock()
+			if cs == s.cs && !rs.committed {
+				s.attemptEndedLocked(trailersOnly)
+			}
+			retried := cs != s.cs
+			rs.mu.Unlock()
+			if !retried {
+				return io.EOF // RecvMsg reports the call's end
+			}
+			continue
+		}
 		rs.mu.Lock()
 		if cs != s.cs {
 			rs.mu.Unlock()
 			continue // a retry replaced the attempt and did not replay m
 		}
-		if err == nil {
-			if !rs.committed {
-				rs.buf = append(rs.buf, bufferedOp{m: m, last: last})
-				rs.bufSize += n.Wire + grpcwire.PrefixLen
-				if rs.bufSize > rs.limit {
-					rs.commitLocked()
-				}
+		if !rs.committed {
+			rs.buf = append(rs.buf, bufferedOp{m: m, last: last})
+			rs.bufSize += n.Wire + grpcwire.PrefixLen
+			if rs.bufSize > rs.limit {
+				rs.commitLocked()
 			}
-			rs.mu.Unlock()
-			return nil
 		}
 		rs.mu.Unlock()
-		if s.settle() != nil {
-			return io.EOF // RecvMsg reports the call's error
-		}
-		rs.mu.Lock()
-		retried := cs != s.cs
-		rs.mu.Unlock()
-		if !retried {
-			return io.EOF
-		}
+		return nil
 	}
 }
 
