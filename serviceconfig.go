@@ -203,11 +203,15 @@ func parseServiceConfig(js string, maxAttempts int) (*serviceConfig, error) {
 		}
 	}
 	if t := raw.RetryThrottling; t != nil {
-		if t.MaxTokens <= 0 || t.MaxTokens > 1000 {
-			return nil, fmt.Errorf("invalid retry throttling config: maxTokens (%v) out of range (0, 1000]", t.MaxTokens)
-		}
-		if t.TokenRatio <= 0 {
-			return nil, fmt.Errorf("invalid retry throttling config: tokenRatio (%v) may not be negative", t.TokenRatio)
+		// grpc-go checks retryThrottling only in a config that has a
+		// methodConfig; without one it takes any values as they are.
+		if raw.MethodConfig != nil {
+			if t.MaxTokens <= 0 || t.MaxTokens > 1000 {
+				return nil, fmt.Errorf("invalid retry throttling config: maxTokens (%v) out of range (0, 1000]", t.MaxTokens)
+			}
+			if t.TokenRatio <= 0 {
+				return nil, fmt.Errorf("invalid retry throttling config: tokenRatio (%v) may not be negative", t.TokenRatio)
+			}
 		}
 		sc.throttler = &retryThrottler{tokens: t.MaxTokens, max: t.MaxTokens, thresh: t.MaxTokens / 2, ratio: t.TokenRatio}
 	}
