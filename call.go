@@ -44,8 +44,9 @@ type callInfo struct {
 	// the request messages a call under a retry policy keeps for replay.
 	retryBuffer int
 	// previousAttempts is the grpc-previous-rpc-attempts of the attempt
-	// being opened; keepTrailer makes a unary call parse the trailers
-	// (grpc-retry-pushback-ms) even without the Trailer call option.
+	// being opened; keepTrailer makes a unary call parse the metadata of
+	// a Trailers-Only response (grpc-retry-pushback-ms) even without the
+	// Trailer call option.
 	previousAttempts int
 	keepTrailer      bool
 }
@@ -221,7 +222,8 @@ func (cc *ClientConn) streamConfig(ci *callInfo, hold bool) grpcwire.ClientConfi
 	return grpcwire.ClientConfig{Pool: cc.pool, Codec: ci.codec, MaxRecv: ci.maxRecv, MaxSend: ci.maxSend,
 		// A unary call shows metadata only through the Header and
 		// Trailer call options.
-		NoMetadata: hold && len(ci.headerAddrs) == 0 && len(ci.trailerAddrs) == 0 && !ci.keepTrailer,
+		NoMetadata:           hold && len(ci.headerAddrs) == 0 && len(ci.trailerAddrs) == 0,
+		TrailersOnlyMetadata: ci.keepTrailer,
 		// Only Invoke holds the request headers, and it waits in the
 		// stream's calls from start to end.
 		Unary:      hold,

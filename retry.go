@@ -183,6 +183,9 @@ type streamRetry struct {
 	// instead: the last could not be opened.
 	final     error
 	noAttempt bool
+	// inline holds buf's first entries: a stream that sends one message
+	// and half-closes buffers without an allocation of its own.
+	inline [2]bufferedOp
 }
 
 // bufferedOp is a message sent (m, last) or the half-close (closeSend).
@@ -209,6 +212,7 @@ func (rs *streamRetry) commitLocked() {
 // rp.
 func (s *clientStream) startRetry(ctx context.Context, method string, rp *retryPolicy, thr *retryThrottler) error {
 	rs := &streamRetry{ctx: ctx, method: method, limit: s.ci.retryBuffer, state: retryState{policy: rp, throttler: thr}}
+	rs.buf = rs.inline[:0]
 	s.rs = rs
 	rs.mu.Lock()
 	defer rs.mu.Unlock()

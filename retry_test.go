@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
@@ -550,5 +551,65 @@ func TestRetryWithoutServer(t *testing.T) {
 		if !errors.As(err, &se) {
 			t.Errorf("lean=%v: %T is not a status error", lean, err)
 		}
+	}
+}
+
+// BenchmarkServiceConfig/<config>/<call>: a leangrpc unary call (1 KiB
+// each way) and a whole short bidi stream (one message each way) between
+// a leangrpc client and server, without a service config, with one that
+// has no method config, and under a retry policy that never retries.
+func BenchmarkServiceConfig(b *testing.B) {
+	configs := []struct{ name, js string }{
+		{"none", ""},
+		{"lb-only", `{"loadBalancingPolicy": "pick_first"}`},
+		{"retry-policy", `{"methodConfig": [{"name": [{"service": "grpc.testing.TestService"}], "retryPolicy": {
+			"maxAttempts": 3, "initialBackoff": "0.01s", "maxBackoff": "0.1s", "backoffMultiplier": 2,
+			"retryableStatusCodes": ["UNAVAILABLE"]}}]}`},
+	}
+	for _, c := range configs {
+		b.Run(c.name, func(b *testing.B) {
+			addr, stop := startServerB(b, true)
+			defer stop()
+			opts := []leangrpc.DialOption{leangrpc.WithTransportCredentials(insecure.NewCredentials())}
+			if c.js != "" {
+				opts = append(opts, leangrpc.WithDefaultServiceConfig(c.js))
+			}
+			cc, err := leangrpc.NewClient(addr, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cc.Close()
+			tc := testgrpc.NewTestServiceClient(cc)
+			ctx := context.Background()
+			b.Run("unary", func(b *testing.B) {
+				req := &testpb.SimpleRequest{ResponseSize: 1024, Payload: payload(1024)}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := tc.UnaryCall(ctx, req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("stream", func(b *testing.B) {
+				req := &testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: 64}}, Payload: payload(64)}
+				b.ReportAllocs()
+				for b.Loop() {
+					s, err := tc.FullDuplexCall(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := s.Send(req); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := s.Recv(); err != nil {
+						b.Fatal(err)
+					}
+					s.CloseSend()
+					if _, err := s.Recv(); err != io.EOF {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
 	}
 }
