@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/leangrpc/leangrpc"
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/h2test"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -611,5 +613,65 @@ func BenchmarkServiceConfig(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// Under a retry policy a stream the server refused (never processed) is
+// still retried transparently: at once, as an attempt stats handlers see
+// as transparent, without grpc-previous-rpc-attempts, and without using
+// up the policy's attempts.
+func TestRetryPolicyKeepsTransparentRetry(t *testing.T) {
+	for _, lean := range []bool{true, false} {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &attemptCounter{}
+		// maxAttempts 2: a policy retry on top of the transparent one
+		// would exhaust it.
+		js := `{"methodConfig": [{"name": [{"service": "grpc.testing.TestService"}], "retryPolicy": {
+			"maxAttempts": 2, "initialBackoff": "0.005s", "maxBackoff": "0.01s", "backoffMultiplier": 1,
+			"retryableStatusCodes": ["UNAVAILABLE"]}}]}`
+		cc := dialSC(t, lean, lis.Addr().String(), js, scOptions{
+			lean: []leangrpc.DialOption{leangrpc.WithStatsHandler(h)}, grpc: []grpc.DialOption{grpc.WithStatsHandler(h)}})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := testgrpc.NewTestServiceClient(cc).EmptyCall(ctx, &testpb.Empty{})
+			errc <- err
+		}()
+		nc, err := lis.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := h2test.NewPeer(t, nc, h2test.ServerRole)
+		p.Greet()
+		p.WantHeaders(1)
+		p.WantBody(1, false)
+		p.WriteRST(1, h2frame.ErrCodeRefusedStream)
+		hd := p.WantHeaders(3)
+		p.WantBody(3, false)
+		p.WriteHeaders(3, true, ":status", "200", "content-type", "application/grpc", "grpc-status", "14", "grpc-message", "busy")
+		hd5 := p.WantHeaders(5)
+		p.WantBody(5, false)
+		p.WriteHeaders(5, false, ":status", "200", "content-type", "application/grpc")
+		p.WriteData(5, false, grpcFrame(0, nil))
+		p.WriteHeaders(5, true, "grpc-status", "0")
+		if err := <-errc; err != nil {
+			t.Errorf("lean=%v: %v", lean, err)
+		}
+		cancel()
+		if v := hd.Get("grpc-previous-rpc-attempts"); v != "" {
+			t.Errorf("lean=%v: the transparent retry has grpc-previous-rpc-attempts %q", lean, v)
+		}
+		if v := hd5.Get("grpc-previous-rpc-attempts"); v != "1" {
+			t.Errorf("lean=%v: the policy's retry has grpc-previous-rpc-attempts %q, want 1", lean, v)
+		}
+		waitFor(t, "three attempts' End", func() bool { _, e, _ := h.counts(); return e == 3 })
+		if b, e, tr := h.counts(); b != 3 || e != 3 || tr != 1 {
+			t.Errorf("lean=%v: %d Begin, %d End, %d transparent; want 3, 3, 1", lean, b, e, tr)
+		}
+		nc.Close()
+		lis.Close()
 	}
 }
