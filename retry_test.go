@@ -675,3 +675,74 @@ func TestRetryPolicyKeepsTransparentRetry(t *testing.T) {
 		lis.Close()
 	}
 }
+
+// A bidi stream sending on one goroutine and receiving on another: the
+// first attempt fails mid-stream, the second echoes every message, and
+// the receiver gets them all, in order, once each.
+func TestRetryStreamConcurrentSendRecv(t *testing.T) {
+	forStacks(t, func(t *testing.T, client, server stack) {
+		s := &scServer{stream: func(attempt int, ss grpc.ServerStream) error {
+			for n := 0; ; n++ {
+				req := new(testpb.SimpleRequest)
+				if err := ss.RecvMsg(req); err == io.EOF {
+					return nil
+				} else if err != nil {
+					return err
+				}
+				if attempt == 1 && n == 3 {
+					return unavailable
+				}
+				if attempt > 1 {
+					if err := ss.SendMsg(&testpb.SimpleResponse{Payload: req.GetPayload()}); err != nil {
+						return err
+					}
+				}
+			}
+		}}
+		cc := startSC(t, client, server, s, retryConfig(5, `"UNAVAILABLE"`, ""), scOptions{})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		st, err := cc.NewStream(ctx, scBidi, scStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 20
+		sent := make(chan error, 1)
+		go func() {
+			for i := range n {
+				if err := st.SendMsg(&testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte(fmt.Sprint(i))}}); err != nil {
+					sent <- fmt.Errorf("SendMsg %d: %v", i, err)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+			sent <- st.CloseSend()
+		}()
+		var got []string
+		for {
+			resp := new(testpb.SimpleResponse)
+			err := st.RecvMsg(resp)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("RecvMsg after %d: %v", len(got), err)
+			}
+			got = append(got, string(resp.GetPayload().GetBody()))
+		}
+		if err := <-sent; err != nil {
+			t.Error(err)
+		}
+		for i := range n {
+			if i >= len(got) || got[i] != fmt.Sprint(i) {
+				t.Fatalf("received %q, want 0 to %d in order", got, n-1)
+			}
+		}
+		if len(got) != n {
+			t.Errorf("received %d messages, want %d", len(got), n)
+		}
+		if a, _, _ := s.seen(); a != 2 {
+			t.Errorf("%d attempts, want 2", a)
+		}
+	})
+}
