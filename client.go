@@ -86,7 +86,7 @@ type ClientConn struct {
 	// h2cfg is the configuration of new connections, shared by the
 	// ClientConns of one configuration and read-only; a GOAWAY
 	// too_many_pings replaces it with one that pings half as often.
-	h2cfg atomic.Pointer[h2conn.Config]
+	h2cfg     atomic.Pointer[h2conn.Config]
 	userAgent string
 	// acceptEncoding is the grpc-accept-encoding of the calls: the
 	// compressors registered in grpc-go's registry when the ClientConn was
@@ -106,8 +106,12 @@ type ClientConn struct {
 	// keep the ClientConn out of IDLE.
 	pickers      atomic.Pointer[pickerGen]
 	waitingPicks atomic.Int32
-	// sc is the service config in force (nil: none).
-	sc atomic.Pointer[serviceConfig]
+	// sc is the service config in force, nil when there is none: then a
+	// call costs nothing more than this load. defaultSC is
+	// WithDefaultServiceConfig's, parsed for this ClientConn (its retry
+	// throttle is the channel's own).
+	sc        atomic.Pointer[serviceConfig]
+	defaultSC *serviceConfig
 	// ser runs the calls into the balancer one at a time (serializer.go).
 	ser serializer
 
@@ -152,6 +156,7 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	cc.opts.backoff = defaultBackoff
 	cc.opts.maxFrameSize = defaultClientMaxFrameSize
 	cc.opts.idleTimeout = defaultIdleTimeout
+	cc.opts.maxCallAttempts = defaultMaxCallAttempts
 	for _, o := range opts {
 		o.applyDial(&cc.opts)
 	}
@@ -185,6 +190,16 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		return nil, err
 	}
 	cc.defScheme, cc.builder = defScheme, builder
+	// After the target and the credentials, before the authority, as
+	// grpc-go checks them.
+	if js := cc.opts.defaultServiceConfig; js != nil {
+		sc, err := parseServiceConfig(*js, cc.opts.maxCallAttempts)
+		if err != nil {
+			return nil, fmt.Errorf("grpc: the provided default service config is invalid: %v", err)
+		}
+		cc.defaultSC = sc
+		cc.sc.Store(sc)
+	}
 	cc.idle = true
 	cc.state = connectivity.Idle
 	cc.publishPickerLocked(&pickerGen{idle: true})

@@ -264,5 +264,5 @@ func (cc *ClientConn) resolverError(rc *resolverConn, err error) {
 // defaultConfig is the service config of WithDefaultServiceConfig, nil
 // without one.
 func (cc *ClientConn) defaultConfig() *serviceConfig {
-	return cc.opts.defaultServiceConfig
+	return cc.defaultSC
 }
