@@ -329,7 +329,10 @@ func (cc *ClientConn) Invoke(ctx context.Context, method string, args, reply any
 }
 
 func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any, _ *grpc.ClientConn, opts ...grpc.CallOption) (err error) {
-	sc := cc.sc.Load()
+	sc, err := cc.config(ctx)
+	if err != nil {
+		return err
+	}
 	var mc *methodConfig
 	if sc != nil {
 		mc = sc.methodConfig(method)
@@ -509,7 +512,11 @@ func (cc *ClientConn) newStreamOn(ctx context.Context, desc *grpc.StreamDesc, me
 	var sc *serviceConfig
 	var mc *methodConfig
 	if via == nil {
-		if sc = cc.sc.Load(); sc != nil {
+		var err error
+		if sc, err = cc.config(ctx); err != nil {
+			return nil, err
+		}
+		if sc != nil {
 			mc = sc.methodConfig(method)
 		}
 	}

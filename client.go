@@ -112,6 +112,10 @@ type ClientConn struct {
 	// throttle is the channel's own).
 	sc        atomic.Pointer[serviceConfig]
 	defaultSC *serviceConfig
+	// resolved is set by the resolver's first report: until then a call
+	// waits on resolvedCh (made on demand), since its method config is
+	// unknown.
+	resolved atomic.Bool
 	// ser runs the calls into the balancer one at a time (serializer.go).
 	ser serializer
 
@@ -124,8 +128,9 @@ type ClientConn struct {
 	// state is the connectivity state: the balancer's, or IDLE, or
 	// SHUTDOWN; stateCh, made by a WaitForStateChange, closes when it
 	// changes.
-	state   connectivity.State
-	stateCh chan struct{}
+	state      connectivity.State
+	stateCh    chan struct{}
+	resolvedCh chan struct{}
 	// resolverConfig is set once the resolver gave a valid service
 	// config: a later invalid one keeps the config in force.
 	resolverConfig bool
@@ -276,6 +281,7 @@ func (cc *ClientConn) Close() error {
 	cc.isClosed.Store(true)
 	cc.publishPickerLocked(&pickerGen{closed: true})
 	cc.setStateLocked(connectivity.Shutdown)
+	cc.markResolvedLocked() // wakes the calls waiting for it: they see closed
 	if cc.idleTimer != nil {
 		cc.idleTimer.Stop()
 		cc.idleTimer = nil
