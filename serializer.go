@@ -70,14 +70,9 @@ func (s *serializer) add(q queued) bool {
 // drain runs the queue until it is empty, unless another goroutine is
 // running it (then that one will).
 func (s *serializer) drain() {
-	s.mu.Lock()
-	if s.running || len(s.queue) == 0 {
-		s.mu.Unlock()
-		return
+	if s.claim() {
+		s.loop()
 	}
-	s.running = true
-	s.mu.Unlock()
-	s.loop()
 }
 
 // drainAsync is drain on a goroutine of its own. The methods a balancer
@@ -85,14 +80,21 @@ func (s *serializer) drain() {
 // its own lock while it calls them, and the callbacks they queue take
 // that lock.
 func (s *serializer) drainAsync() {
+	if s.claim() {
+		go s.loop()
+	}
+}
+
+// claim makes the caller the queue's runner, unless it is empty or
+// already has one.
+func (s *serializer) claim() bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.running || len(s.queue) == 0 {
-		s.mu.Unlock()
-		return
+		return false
 	}
 	s.running = true
-	s.mu.Unlock()
-	go s.loop()
+	return true
 }
 
 // loop runs the queue until it is empty; running is set.
