@@ -300,3 +300,43 @@ func TestWithSuffix(t *testing.T) {
 		}
 	}
 }
+
+// TestRawStack: the raw stack runs the throughput workloads (its cells are
+// numbers, and it allocates nothing per op), skips idle, and talks only
+// to itself.
+func TestRawStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the benchmark for a few seconds")
+	}
+	args := []string{
+		"-workloads", "unary,streaming,idle", "-reqSizeBytes", "100", "-respSizeBytes", "100,100000",
+		"-maxConcurrentCalls", "2", "-connections", "4",
+		"-benchtime", "200ms", "-warmup", "50ms", "-rounds", "1", "-settle", "100ms",
+		"-stacks", "raw,leangrpc",
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, cfg := range [][]string{
+		{"unary", "100B/100B", "2", "4"},
+		{"streaming", "100B/100kB", "2", "4"},
+	} {
+		f := row(t, out, "workload", cfg...)
+		if ops, err := strconv.ParseFloat(f[0], 64); err != nil || ops <= 0 {
+			t.Errorf("%v: raw ops/s cell %q, want a positive number", cfg, f[0])
+		}
+		if allocs, err := strconv.ParseFloat(f[2], 64); err != nil || allocs > 1 {
+			t.Errorf("%v: raw allocs/op cell %q, want under 1", cfg, f[2])
+		}
+	}
+	if strings.Contains(stderr.String(), "raw              idle") {
+		t.Errorf("raw ran the idle workload:\n%s", stderr.String())
+	}
+	for _, bad := range []string{"raw>leangrpc", "grpc-go>raw"} {
+		if _, err := parseStacks(bad); err == nil {
+			t.Errorf("parseStacks(%q) accepted a raw pairing", bad)
+		}
+	}
+}

@@ -92,7 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	respSizes := fs.String("respSizeBytes", "100", "comma-separated response payload sizes in bytes")
 	concs := fs.String("maxConcurrentCalls", "1", "comma-separated numbers of calls in flight (streams, for streaming)")
 	connsFlag := fs.String("connections", "", "comma-separated numbers of client connections (default 1; idle: 2000)")
-	stacksFlag := fs.String("stacks", "leangrpc,grpc-go", "comma-separated stacks: leangrpc, grpc-go, leangrpc>grpc-go, grpc-go>leangrpc (client>server), all, or leangrpc-nopool (pooled reads off)")
+	stacksFlag := fs.String("stacks", "leangrpc,grpc-go,raw", "comma-separated stacks: leangrpc, grpc-go, raw (length-prefixed messages over TCP: the floor), leangrpc>grpc-go, grpc-go>leangrpc (client>server), all, or leangrpc-nopool (pooled reads off)")
 	var o options
 	fs.DurationVar(&o.benchtime, "benchtime", 2*time.Second, "measured time of each run")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured time before each run")
@@ -328,6 +328,11 @@ func (r *runner) execute(plan []config, stacks []stack) []Result {
 				}
 				r.progressf("[%d/%d, ~%v left] %-17s %s, round %d/%d", n, total, left.Round(time.Second), st.name, c, round, r.opts.rounds)
 				var res Result
+				if c.workload == workloadIdle && st.name == stackRaw {
+					// raw has no idle connections to measure.
+					left -= est
+					continue
+				}
 				if c.workload == workloadIdle {
 					res = r.runIdle(st, c, round)
 				} else {

@@ -60,6 +60,12 @@ var impls = map[string]*impl{
 			return cc, cc.Close, nil
 		},
 	},
+	// raw: length-prefixed messages over TCP, the floor (raw.go). It has
+	// no gRPC client; its workers dial for themselves.
+	stackRaw: {
+		name:      stackRaw,
+		newServer: newRawServer,
+	},
 	"grpc-go": {
 		name: "grpc-go",
 		newServer: func(sec *benchTLS) grpcServer {
@@ -135,10 +141,13 @@ func parseStacks(list string) ([]stack, error) {
 		ci, cok := impls[c]
 		si, sok := impls[s]
 		if !cok || !sok {
-			return nil, fmt.Errorf("unknown stack %q (want leangrpc, grpc-go, leangrpc>grpc-go, grpc-go>leangrpc, leangrpc-nopool or all)", name)
+			return nil, fmt.Errorf("unknown stack %q (want leangrpc, grpc-go, raw, leangrpc>grpc-go, grpc-go>leangrpc, leangrpc-nopool or all)", name)
 		}
 		if c == s {
 			name = c
+		}
+		if mixed && c != s && (c == stackRaw || s == stackRaw) {
+			return nil, fmt.Errorf("stack %q: raw talks only to raw", name)
 		}
 		if seen[name] {
 			continue
@@ -208,7 +217,9 @@ func newServerSafe(im *impl, sec *benchTLS) (srv grpcServer, err error) {
 		}
 	}()
 	srv = im.newServer(sec)
-	testpb.RegisterBenchmarkServiceServer(srv, benchService{})
+	if im.name != stackRaw {
+		testpb.RegisterBenchmarkServiceServer(srv, benchService{})
+	}
 	return srv, nil
 }
 

@@ -56,6 +56,7 @@ func (c config) slug() string {
 // worker drives one call in flight: a sequence of unary RPCs, or one
 // long-lived stream doing ping-pong.
 type worker struct {
+	raw    *rawCaller // the raw stack's caller; nil for the gRPC stacks
 	client testpb.BenchmarkServiceClient
 	opts   []grpc.CallOption                           // every call's: compressionOptions
 	stream testpb.BenchmarkService_StreamingCallClient // nil for unary
@@ -92,6 +93,9 @@ func (w *worker) setup(ctx context.Context, cc grpc.ClientConnInterface, cfg con
 }
 
 func (w *worker) op(ctx context.Context) error {
+	if w.raw != nil {
+		return w.raw.op()
+	}
 	if w.stream != nil {
 		if err := w.stream.Send(w.req); err != nil {
 			return fmt.Errorf("stream Send: %w", err)
@@ -110,6 +114,9 @@ func (w *worker) op(ctx context.Context) error {
 // closeStream ends the stream from the client side and waits for the
 // server's end of stream.
 func (w *worker) closeStream() error {
+	if w.raw != nil {
+		return w.raw.close()
+	}
 	if w.stream == nil {
 		return nil
 	}
@@ -298,7 +305,12 @@ func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
 	}
 	balanced := r.opts.backends > 1 || r.opts.lb != ""
 
+	isRaw := st.client.name == stackRaw
 	conns := make([]grpc.ClientConnInterface, cfg.connections)
+	if isRaw {
+		// Raw workers dial a connection each, in setup.
+		conns = conns[:1]
+	}
 	var closers []func() error
 	defer func() {
 		ok := within(5*time.Second, func() {
@@ -311,6 +323,9 @@ func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
 		}
 	}()
 	for i := range conns {
+		if isRaw {
+			break
+		}
 		var cc grpc.ClientConnInterface
 		var closeFn func() error
 		var err error
@@ -366,7 +381,13 @@ func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
 					ready.Done()
 				}
 			}()
-			if err := w.setup(ctx, cc, cfg, compressionOptions(r.opts.compression)); err != nil {
+			var err error
+			if isRaw {
+				w.raw, err = dialRaw(ctx, addrs[0], r.opts.tls, cfg)
+			} else {
+				err = w.setup(ctx, cc, cfg, compressionOptions(r.opts.compression))
+			}
+			if err != nil {
 				fail(err)
 				return
 			}
