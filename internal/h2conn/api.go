@@ -111,6 +111,12 @@ type Config struct {
 	// WriteBatchBytes is how many bytes the writer encodes before it
 	// flushes (0: DefaultWriteBatchBytes).
 	WriteBatchBytes int
+
+	// inBubble is set by newConn, not by callers: the connection is made
+	// inside a testing/synctest bubble (bubble.go). It is kept here, in
+	// the copy the connections of one configuration share, rather than in
+	// every Conn.
+	inBubble bool
 }
 
 // Handler receives the streams a client opens on a server connection.

@@ -213,6 +213,10 @@ func internConfig(cfg Config) *Config {
 
 func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 	cfg.normalize()
+	// Where the connection is made says where it lives: the engine's
+	// tests make theirs inside synctest bubbles, servers and clients
+	// outside.
+	cfg.inBubble = inSynctestBubble()
 	wc := sockio.Wrap(nc, cfg.PooledReads)
 	c := &Conn{
 		nc:      wc,

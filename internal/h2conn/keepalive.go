@@ -41,7 +41,7 @@ func (c *Conn) startTimersLocked() {
 		c.timers.settings = time.AfterFunc(c.cfg.SettingsTimeout, c.onSettingsTimeout)
 	}
 	if every, _, _ := c.keepaliveParams(); every > 0 {
-		c.timers.keepalive = afterFuncShared(every, c)
+		c.timers.keepalive = afterFuncShared(every, c, c.cfg.inBubble)
 	}
 	if c.role == RoleServer && (c.cfg.MaxConnectionIdle > 0 || c.cfg.MaxConnectionAge > 0) {
 		a := &ageTimers{idleSince: timeNow()}

@@ -109,10 +109,6 @@ type lendWatcher struct {
 	epoch   atomic.Uint32
 }
 
-// lendWatchPaused stops the watcher from looking at connections: for tests
-// that need a role to stay lent.
-var lendWatchPaused atomic.Bool
-
 // StartLendWatcher starts the watcher goroutine now rather than at the
 // first lend. It stays for the life of the process, parked while no
 // connection lends its role; goroutine leak checks call this before
@@ -208,11 +204,11 @@ func (c *Conn) reclaimFreeLocked() {
 
 // mayLendLocked reports whether the role's holder may lend it after a
 // batch: the connection can go idle (its reads can be bounded, which a
-// caller's read needs; tests in synctest bubbles keep the reader, as the
-// watcher would cross bubbles), at most one stream is open and nobody is
-// parked waiting for frames.
+// caller's read needs; one in a synctest bubble keeps its reader, as the
+// process-wide watcher would cross bubbles), at most one stream is open
+// and nobody is parked waiting for frames.
 func (c *Conn) mayLendLocked() bool {
-	return shareTimers && c.fr.IdleWait() > 0 && !c.closing && c.numLocal+c.numPeer <= 1 && c.parked == 0
+	return !c.cfg.inBubble && c.fr.IdleWait() > 0 && !c.closing && c.numLocal+c.numPeer <= 1 && c.parked == 0
 }
 
 // watchLend adds c to the watcher's connections, starting the watcher.
@@ -266,9 +262,6 @@ func (w *lendWatcher) look() bool {
 // lookAtLent is the watcher's look at c at epoch now: it reports whether
 // to keep watching c.
 func lookAtLent(c *Conn, now uint32) bool {
-	if lendWatchPaused.Load() {
-		return true
-	}
 	v := c.lendState.Load()
 	if v&lendKinds == lendReader {
 		// Held by a reader goroutine: stop watching, unless a lend
@@ -347,7 +340,7 @@ type InlineHandler interface{ ServeInline() }
 // or holds another): the caller then starts its goroutine itself.
 func (s *Stream) RunInline(h InlineHandler) bool {
 	c := s.conn
-	if !shareTimers || c.fr.IdleWait() == 0 || c.inline != nil {
+	if c.cfg.inBubble || c.fr.IdleWait() == 0 || c.inline != nil {
 		return false
 	}
 	c.inline, s.inlineH = s, h

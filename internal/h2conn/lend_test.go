@@ -54,21 +54,11 @@ func TestLentRoleConcurrentCallers(t *testing.T) {
 	checkLeaks(t, p.pool, g)
 }
 
-// newLendingPair is an echo pair over TCP with lending on (shareForTest),
-// and the goroutine count before it.
+// newLendingPair is an echo pair over TCP, whose connections lend their
+// read role where the platform allows it, and the goroutine count before it.
 func newLendingPair(t *testing.T) (*pair, int) {
-	shareForTest(t)
 	g := runtime.NumGoroutine()
 	return newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, true), g
-}
-
-// shareForTest turns on the shared timers, and with them lending, for one
-// test: this package's binary runs with them off (sharedtimer_test.go).
-func shareForTest(t *testing.T) {
-	if !shareTimers {
-		shareTimers = true
-		t.Cleanup(func() { shareTimers = false })
-	}
 }
 
 // inlineFunc runs a func as an InlineHandler.

@@ -15,9 +15,6 @@ import (
 // process-wide spare pool, and its next burst of streams takes them back
 // instead of allocating.
 func TestIdleTrimFeedsSpareStreams(t *testing.T) {
-	if !shareTimers {
-		t.Skip("spare pool off")
-	}
 	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, false)
 	ctx := context.Background()
 	const n = 40

@@ -195,9 +195,9 @@ func (s *Stream) park(ch chan struct{}, done <-chan struct{}) {
 // every request of a batch) and takes them back a moment later, and the
 // garbage collector empties the pool of a process that stays idle. The free
 // list is per connection first so that a stream's reuse touches only its
-// connection's state; the pool is off when shareTimers is (tests running
-// connections in testing/synctest bubbles, whose channels must not cross
-// into another bubble).
+// connection's state. A connection made in a testing/synctest bubble keeps
+// out of the pool (Config.inBubble): its streams' channels belong to the
+// bubble and must not cross into another, nor the pool's into it.
 const (
 	maxFreeStreams  = 128
 	idleFreeStreams = 8
@@ -217,7 +217,7 @@ func (c *Conn) newStreamLocked(id uint32, local bool) *Stream {
 		s = c.freeStreams[n-1]
 		c.freeStreams[n-1] = nil
 		c.freeStreams = c.freeStreams[:n-1]
-	} else if shareTimers {
+	} else if !c.cfg.inBubble {
 		s, _ = spareStreams.Get().(*Stream)
 	}
 	if s == nil {
@@ -852,7 +852,7 @@ func (s *Stream) release() {
 	if c.numLocal+c.numPeer == 0 {
 		keep = idleFreeStreams
 		if n := len(c.freeStreams); n > keep {
-			if shareTimers {
+			if !c.cfg.inBubble {
 				for _, f := range c.freeStreams[keep:] {
 					spareStreams.Put(f)
 				}

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -60,16 +59,10 @@ const quiet = 200 * time.Millisecond
 func wireRun(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
 	if wireSynctest {
-		// The engine keeps Stream objects, with their channels, in a
-		// process-wide sync.Pool. A channel made in one bubble must not be
-		// used from another (a fatal error), nor one made outside from
-		// inside (it would not block durably): two collections empty
-		// every sync.Pool, so each bubble starts with streams of its own.
-		runtime.GC()
-		runtime.GC()
+		// A connection made in the bubble keeps its streams out of the
+		// process-wide spare pool, and its timers in the bubble
+		// (h2conn's bubble.go).
 		synctest.Test(t, f)
-		runtime.GC()
-		runtime.GC()
 		return
 	}
 	f(t)
