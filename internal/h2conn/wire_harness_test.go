@@ -213,8 +213,8 @@ func (st *serverTest) serveResult() error {
 
 // wantConnError checks the whole connection-error sequence: GOAWAY with
 // code, the connection closed, and Serve returning an engine-initiated
-// *h2conn.Error with code.
-func (st *serverTest) wantConnError(code h2frame.ErrCode) {
+// *h2conn.Error with code, which it returns (nil when it is not one).
+func (st *serverTest) wantConnError(code h2frame.ErrCode) *h2conn.Error {
 	st.t.Helper()
 	st.peer.WantGoAway(code)
 	st.peer.WantClosed()
@@ -222,9 +222,11 @@ func (st *serverTest) wantConnError(code h2frame.ErrCode) {
 	var e *h2conn.Error
 	if !errors.As(err, &e) || e.Code != code || e.StreamID != 0 {
 		st.t.Errorf("Serve returned %v; want a connection *h2conn.Error with code %v", err, code)
+		return nil
 	} else if e.Initiator != h2conn.InitiatorEngine {
 		st.t.Errorf("Serve's error initiator is %v; want engine", e.Initiator)
 	}
+	return e
 }
 
 // wantStreamOrConnError accepts either a RST_STREAM on id with code or a

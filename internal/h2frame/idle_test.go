@@ -228,16 +228,16 @@ func (c *chunkReady) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, e
 	return b, nil
 }
 
-// tryChunks is a TryReadySource over chunks, where a nil chunk means
-// "nothing there yet": TryReadReady consumes it and reports no bytes, and
-// ReadReady (the waiting read) skips it. It records how the Reader read.
-type tryChunks struct {
-	chunks       [][]byte
-	tries, waits int
+// readyChunks is a ReadySource over chunks, where a nil chunk means
+// "nothing there yet": ReadReady (the waiting read) skips it. It records
+// how the Reader read.
+type readyChunks struct {
+	chunks [][]byte
+	waits  int
 }
 
 // Read is the blocking read the Reader uses to complete a frame.
-func (c *tryChunks) Read(p []byte) (int, error) {
+func (c *readyChunks) Read(p []byte) (int, error) {
 	c.waits++
 	for len(c.chunks) > 0 && c.chunks[0] == nil {
 		c.chunks = c.chunks[1:]
@@ -254,7 +254,7 @@ func (c *tryChunks) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (c *tryChunks) next(pool *bufpool.Pool, try bool) (*bufpool.Buffer, error) {
+func (c *readyChunks) next(pool *bufpool.Pool, try bool) (*bufpool.Buffer, error) {
 	for len(c.chunks) > 0 {
 		ch := c.chunks[0]
 		c.chunks = c.chunks[1:]
@@ -269,98 +269,15 @@ func (c *tryChunks) next(pool *bufpool.Pool, try bool) (*bufpool.Buffer, error) 
 	return nil, io.EOF
 }
 
-func (c *tryChunks) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+func (c *readyChunks) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
 	c.waits++
 	return c.next(pool, false)
 }
 
-func (c *tryChunks) TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
-	c.tries++
-	return c.next(pool, true)
-}
-
-// TestTryReadFrame checks that TryReadFrame returns ErrWouldBlock only where
-// no byte of a next frame is there (also between the frames of a header
-// block), holding nothing then, that the Reader goes on afterwards, and that
-// it waits inside a frame.
-func TestTryReadFrame(t *testing.T) {
-	needHPACK(t)
-	var wire bytes.Buffer
-	w := NewWriter(&wire, WriterConfig{})
-	w.WriteHeaders(1, false, grpcRequest)
-	w.Flush()
-	hdrs := bytes.Clone(wire.Bytes())
-	wire.Reset()
-	ping := frameBytes(TypePing, 0, 0, []byte("12345678"))
-	// The request headers as HEADERS + CONTINUATION.
-	block := hdrs[HeaderLen:]
-	split := cat(frameBytes(TypeHeaders, FlagEndStream, 3, block[:5]), frameBytes(TypeContinuation, FlagEndHeaders, 3, block[5:]))
-	cont := HeaderLen + 5
-
-	src := &tryChunks{chunks: [][]byte{
-		nil,               // idle at the start
-		hdrs,              // a whole frame
-		nil,               // idle
-		split[:cont], nil, // the HEADERS of a block, then a pause before its CONTINUATION
-		split[cont:], nil, // the CONTINUATION
-		ping[:4], ping[4:], // a frame cut in two: the Reader waits for the rest
-		nil,
-	}}
-	pool := bufpool.New(nil)
-	r := NewReader(src, ReaderConfig{Pool: pool})
-	defer r.Close()
-	if !r.CanTry() {
-		t.Fatal("CanTry is false over a TryReadySource")
-	}
-	want := []string{"block", "headers 1", "block", "block", "headers 3", "block", "ping", "block", "EOF"}
-	for i, step := range want {
-		f, err := r.TryReadFrame()
-		var got string
-		switch {
-		case err == ErrWouldBlock:
-			got = "block"
-			// Inside a header block the fragments so far are kept, and
-			// the frames that carry the block's first frame.
-			wantOut, wantFrames := int64(0), false
-			if i == 3 {
-				wantOut, wantFrames = 1, true
-			}
-			if r.HoldsReadBuffer() || (r.frames != nil) != wantFrames || pool.Outstanding() != wantOut {
-				t.Errorf("step %d: would block holding a read buffer %v, scratch %v, outstanding %d (want %d)", i, r.HoldsReadBuffer(), r.frames != nil, pool.Outstanding(), wantOut)
-			}
-		case err == io.EOF:
-			got = "EOF"
-		case err != nil:
-			t.Fatalf("step %d: %v", i, err)
-		default:
-			switch f := f.(type) {
-			case *HeadersFrame:
-				got = "headers " + string(rune('0'+f.StreamID))
-				if !slices.Equal(f.Fields, grpcRequest) {
-					t.Errorf("step %d: fields %v", i, f.Fields)
-				}
-			case *PingFrame:
-				got = "ping"
-			default:
-				got = f.Header().Type.String()
-			}
-		}
-		if got != step {
-			t.Fatalf("step %d: got %s, want %s", i, got, step)
-		}
-	}
-	if src.waits != 1 {
-		t.Errorf("%d waiting reads, want 1 (the second half of the PING)", src.waits)
-	}
-	if pool.Outstanding() != 0 {
-		t.Errorf("pool outstanding %d at the end", pool.Outstanding())
-	}
-}
-
-// boundedChunks adds a bounded wait to tryChunks: a nil chunk is a wait
+// boundedChunks adds a bounded wait to readyChunks: a nil chunk is a wait
 // that ran out.
 type boundedChunks struct {
-	tryChunks
+	readyChunks
 	bounded int
 }
 
@@ -375,7 +292,7 @@ func (c *boundedChunks) ReadReadyWithin(pool *bufpool.Pool, size int, d time.Dur
 func TestIdleWait(t *testing.T) {
 	ping := frameBytes(TypePing, 0, 0, []byte("12345678"))
 	for _, wait := range []time.Duration{0, time.Second} {
-		src := &boundedChunks{tryChunks: tryChunks{chunks: [][]byte{nil, ping, nil, nil, ping}}}
+		src := &boundedChunks{readyChunks: readyChunks{chunks: [][]byte{nil, ping, nil, nil, ping}}}
 		pool := bufpool.New(nil)
 		r := NewReader(src, ReaderConfig{Pool: pool})
 		if !r.CanIdleWait() {

@@ -21,15 +21,6 @@ type ReadySource interface {
 	ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error)
 }
 
-// TryReadySource is a ReadySource that can also look for bytes without
-// waiting (internal/sockio's Conn on Linux): TryReadReady returns as
-// ReadReady does when bytes are there, and a nil buffer with a nil error,
-// holding nothing, when none are.
-type TryReadySource interface {
-	ReadySource
-	TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error)
-}
-
 // BoundedReadySource is a ReadySource that can bound its wait
 // (internal/sockio's Conn on Linux): ReadReadyWithin returns as ReadReady
 // does when bytes come within d, and a nil buffer with a nil error, holding
@@ -39,9 +30,9 @@ type BoundedReadySource interface {
 	ReadReadyWithin(pool *bufpool.Pool, size int, d time.Duration) (*bufpool.Buffer, error)
 }
 
-// ErrWouldBlock is what TryReadFrame returns when no byte of a next frame is
-// there, and ReadFrame when none came within the idle wait (SetIdleWait). It
-// is not an error of the connection: the Reader goes on.
+// ErrWouldBlock is what ReadFrame returns when no byte of a next frame came
+// within the idle wait (SetIdleWait), and ReadBuffered when no byte of one
+// is buffered. It is not an error of the connection: the Reader goes on.
 var ErrWouldBlock = errors.New("h2frame: no frame ready")
 
 // ReaderConfig configures a Reader.
@@ -75,9 +66,8 @@ var ErrFrameTooLarge = ConnError{ErrCodeFrameSize, "frame_too_large"}
 type Reader struct {
 	src        io.Reader     // a ReadySource in pooled mode, asserted where used (a field would cost every connection 16 bytes)
 	pooled     bool          // pooled mode: src is a ReadySource
-	canTry     bool          // src is a TryReadySource
 	canBound   bool          // src is a BoundedReadySource
-	mode       readMode      // how fill may get bytes (TryReadFrame, ReadBuffered)
+	mode       readMode      // how fill may get bytes (ReadBuffered)
 	contStream uint32        // stream whose CONTINUATION must come next; 0: none
 	wait       time.Duration // SetIdleWait's bound; 0: none
 	pool       *bufpool.Pool
@@ -188,7 +178,6 @@ func NewReader(src io.Reader, cfg ReaderConfig) *Reader {
 	r.rbSize = max(r.rbSize, minReadBufferSize)
 	if rs, ok := src.(ReadySource); ok && !cfg.NoPooledReads {
 		r.pooled = true
-		_, r.canTry = rs.(TryReadySource)
 		_, r.canBound = rs.(BoundedReadySource)
 	}
 	r.maxFrame = cfg.MaxFrameSize
@@ -243,10 +232,6 @@ func (r *Reader) Buffered() int {
 	}
 	return r.w - r.r
 }
-
-// HoldsReadBuffer reports whether the Reader currently holds a pooled read
-// buffer (for idle-memory tests and metrics).
-func (r *Reader) HoldsReadBuffer() bool { return r.frames != nil && r.rbuf != nil }
 
 // Close releases the read buffer; the Reader is unusable afterwards.
 func (r *Reader) Close() {
@@ -359,10 +344,6 @@ func (r *Reader) ReadFrame() (Frame, error) {
 	}
 }
 
-// CanTry reports whether TryReadFrame can return ErrWouldBlock: the Reader
-// is in pooled mode over a TryReadySource.
-func (r *Reader) CanTry() bool { return r.canTry }
-
 // SetIdleWait bounds how long ReadFrame waits for the first byte of a frame:
 // after d without one it returns ErrWouldBlock, holding no read buffer and
 // no scratch space, so that the caller can hand the wait to the socket's
@@ -378,25 +359,11 @@ func (r *Reader) IdleWait() time.Duration { return r.wait }
 // CanIdleWait reports whether SetIdleWait takes effect.
 func (r *Reader) CanIdleWait() bool { return r.canBound }
 
-// TryReadFrame is ReadFrame that, instead of waiting for the socket, returns
-// ErrWouldBlock when the Reader holds no unparsed byte and the source has
-// none either (so at a frame boundary, or between the frames of a header
-// block), holding no read buffer and no scratch space. It waits like
-// ReadFrame inside a frame whose first bytes arrived, and always when
-// CanTry is false.
-func (r *Reader) TryReadFrame() (Frame, error) {
-	r.mode = modeTry
-	f, err := r.ReadFrame()
-	r.mode = modeWait
-	return f, err
-}
-
 // readMode says how fill may get more bytes.
 type readMode uint8
 
 const (
 	modeWait     readMode = iota // from the source, waiting as long as it takes
-	modeTry                      // TryReadFrame: ErrWouldBlock instead of waiting at a frame boundary
 	modeBuffered                 // ReadBuffered: never from the source
 )
 
@@ -422,10 +389,6 @@ func (r *Reader) Shed() {
 		r.shed()
 	}
 }
-
-// HoldsScratch reports whether the Reader holds its frame structs (for
-// idle-memory tests).
-func (r *Reader) HoldsScratch() bool { return r.frames != nil }
 
 // ReadBufferSpec returns the pool and the size a read buffer is taken with,
 // for a caller that reads into one itself and Feeds it.
@@ -464,7 +427,7 @@ func (r *Reader) Feed(b *bufpool.Buffer) {
 
 // ReadBuffered is ReadFrame over the bytes already buffered (Feed) only: at
 // a frame boundary with none left it returns ErrWouldBlock, having let go
-// of the read buffer and its scratch space as TryReadFrame does, and never
+// of the read buffer and its scratch space, and never
 // reads the source. The fed bytes must be whole frames (WholeFrames): one
 // that ends inside a frame fails the Reader.
 func (r *Reader) ReadBuffered() (Frame, error) {
@@ -574,11 +537,6 @@ func (r *Reader) fill(n int) error {
 		switch {
 		case r.mode == modeBuffered:
 			return ErrWouldBlock
-		case r.mode == modeTry && r.canTry:
-			b, err = r.src.(TryReadySource).TryReadReady(r.pool, r.rbSize)
-			if b == nil && err == nil {
-				return ErrWouldBlock
-			}
 		case r.wait > 0 && r.canBound:
 			b, err = r.src.(BoundedReadySource).ReadReadyWithin(r.pool, r.rbSize, r.wait)
 			if b == nil && err == nil {

@@ -501,24 +501,6 @@ func TestMisuse(t *testing.T) {
 	checkLeaks(t, p.pool, g)
 }
 
-// Small RPCs never make the BDP estimator ping (grpc-go pings on every
-// burst of data; we wait for a window's worth).
-func TestNoBDPPingsOnSmallRPCs(t *testing.T) {
-	g := runtime.NumGoroutine()
-	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, true)
-	for range 300 {
-		roundTrip(t, p.client, p.pool, make([]byte, 1000))
-	}
-	p.server.mu.Lock()
-	pinged := p.server.lastPingAt != 0
-	p.server.mu.Unlock()
-	if pinged {
-		t.Error("the client pinged during small RPCs")
-	}
-	p.close(t)
-	checkLeaks(t, p.pool, g)
-}
-
 // GoAway(NO_ERROR) with no stream open closes the connection; the peer sees
 // the GOAWAY and its NewStream fails as retryable.
 func TestGoAwayIdle(t *testing.T) {
