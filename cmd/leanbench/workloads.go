@@ -512,10 +512,10 @@ func (r *runner) writeAllocsProfile(path string) {
 
 // startLeanHelpers starts leangrpc's two process-wide goroutines before a
 // goroutine baseline: the idle waiter, which starts with the first
-// connection that goes idle, and the lend watcher, which starts with the
+// connection that goes idle, and the role watcher, which starts with the
 // first lone call. Both stay for the process's life: not a leak of a run,
 // nor a cost of its connections.
 func startLeanHelpers() {
 	sockio.StartIdlePoller()
-	h2conn.StartLendWatcher()
+	h2conn.StartRoleWatcher()
 }

@@ -9,7 +9,7 @@ import "time"
 // is a time.Timer of its own rather than an entry of the shared heap
 // (sharedtimer.go), its released streams (whose channels were made in the
 // bubble) stay out of the process-wide spare pool, and its reader never
-// lends its role, which the process-wide watcher would look after (lend.go).
+// offers its read role, which the process-wide watcher would look after (reader.go).
 //
 // A bubble's clock is fake, and time.Now there carries no monotonic
 // reading (the runtime omits it so that times from inside and outside a

@@ -69,7 +69,7 @@ func (c *Conn) goAway(code h2frame.ErrCode, debug string, who Initiator) {
 	c.closeGoingAwayLocked()
 	c.wakeSlotLocked()
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlGoAway, id: c.maxPeerID, code: code}, false)
-	c.kickLocked()
+	c.ensureWriterLocked()
 	c.drainedLocked()
 	c.mu.Unlock()
 }
@@ -86,7 +86,7 @@ func (c *Conn) gracefulShutdown() {
 		c.goAwaySent = true
 		c.shutdownPhase = 2
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlGoAway, id: c.maxPeerID, code: h2frame.ErrCodeNo}, false)
-		c.kickLocked()
+		c.ensureWriterLocked()
 		c.drainedLocked()
 		return
 	}
@@ -96,7 +96,7 @@ func (c *Conn) gracefulShutdown() {
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlGoAway, id: maxStreamID, code: h2frame.ErrCodeNo}, false)
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlPing, data: shutdownPingData}, false)
 	c.timers.shutdown = time.AfterFunc(shutdownPingTimeout, c.shutdownTimeout)
-	c.kickLocked()
+	c.ensureWriterLocked()
 }
 
 func (c *Conn) shutdownTimeout() {
@@ -114,7 +114,7 @@ func (c *Conn) shutdownPhase2Locked() {
 	c.goAwaySent = true
 	c.goAwayLastID = c.maxPeerID
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlGoAway, id: c.maxPeerID, code: h2frame.ErrCodeNo}, false)
-	c.kickLocked()
+	c.ensureWriterLocked()
 	c.drainedLocked()
 }
 

@@ -35,7 +35,7 @@ func TestIdleGoroutines(t *testing.T) {
 }
 
 // waitIdleReaders waits until at most n goroutines run and no goroutine
-// holds the read role of conns: no caller reads for itself (lend.go), so
+// holds the read role of conns: no caller reads for itself (reader.go), so
 // no reader runs either.
 func waitIdleReaders(t *testing.T, n int, conns ...*Conn) {
 	t.Helper()
@@ -43,7 +43,7 @@ func waitIdleReaders(t *testing.T, n int, conns ...*Conn) {
 	for {
 		idle := runtime.NumGoroutine() <= n
 		for _, c := range conns {
-			idle = idle && c.lendState.Load()&lendKinds == lendReader
+			idle = idle && c.readRole.Load()&roleHolder == roleReader
 		}
 		if idle {
 			return
@@ -189,8 +189,8 @@ func TestIdleWithOpenStreamsHoldsNothing(t *testing.T) {
 	}
 	// The server's echo handlers wait for the ends of the requests: two
 	// goroutines, and no reader on either side once both went idle. (A
-	// handler may read for itself for a while first, lend.go: the role is
-	// then lendCaller, and the reader it hands over to goes idle in turn.)
+	// handler may read for itself for a while first, reader.go: the role is
+	// then roleTaken, and the reader it hands over to goes idle in turn.)
 	waitIdleReaders(t, g+2, p.client, p.server)
 	// The goroutine count can reach its mark while a reader still runs
 	// (one counted in g may have ended meanwhile): wait for both readers

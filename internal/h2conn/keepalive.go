@@ -118,7 +118,7 @@ func (c *Conn) onKeepalive() {
 	c.timers.kaWaiting = true
 	c.timers.kaSentAt = now.UnixNano()
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlPing, data: keepalivePingData}, false)
-	c.kickLocked()
+	c.ensureWriterLocked()
 	c.timers.keepalive.Reset(timeout)
 	c.mu.Unlock()
 }

@@ -74,7 +74,7 @@ type Stream struct {
 	// engine-lock round trips.
 	eofSeen      atomic.Bool
 	recvWaiting  bool
-	unary        bool          // opened by NewStreamHold (a unary call): its caller waits for the response right after the request (flushReaderLocked)
+	unary        bool          // opened by NewStreamHold (a unary call): its caller waits for the response right after the request (flushWaitLocked)
 	inlineH      InlineHandler // RunInline's handler, while pending (Conn.inline)
 	gotHeaders   bool          // client: response headers arrived
 	trailersOnly bool          // client: the response headers ended the stream
@@ -104,7 +104,7 @@ type Stream struct {
 
 // NoteCancel tells the stream that done's close will reset it (the caller
 // arranged that, with context.AfterFunc): a receive that would read the
-// socket itself rather than wait (the lent read role, lend.go) looks at
+// socket itself rather than wait (the offered read role, reader.go) looks at
 // done first, so that an earlier cancel wins over an answer it would read.
 // Unlike WatchCancel, the waits do not watch done.
 func (s *Stream) NoteCancel(done <-chan struct{}) {
@@ -133,8 +133,8 @@ func (s *Stream) WatchCancel(done <-chan struct{}) {
 // mu held. The caller re-checks what it waits for.
 func (s *Stream) waitRecvLocked() {
 	c := s.conn
-	if isLent(c.lendState.Load()) && !s.canceled() && c.takeLent(lendCaller) {
-		// The reader lent its role (lend.go): read for ourselves.
+	if c.roleState().offered() && !s.canceled() && c.takeOffered(roleTaken) {
+		// The reader offered its role (reader.go): read for ourselves.
 		c.mu.Unlock()
 		c.readAsCaller()
 		c.mu.Lock()
@@ -247,8 +247,8 @@ func (c *Conn) newStreamLocked(id uint32, local bool) *Stream {
 }
 
 // signalRecv wakes the stream's parked receiver, which from now on no
-// longer counts as waiting for frames (Conn.parked): the reader may lend
-// its role at the end of the batch that woke it (lend.go).
+// longer counts as waiting for frames (Conn.parked): the reader may offer
+// its role at the end of the batch that woke it (reader.go).
 func (s *Stream) signalRecv() {
 	if s.recvWaiting {
 		s.recvWaiting = false
@@ -340,8 +340,8 @@ func (c *Conn) streamClosedLocked(s *Stream) {
 			c.numPeer--
 			c.rememberClosedLocked(s.id)
 			if c.numPeer == 0 {
-				// The next request needs a reader (lend.go).
-				c.reclaimFreeLocked()
+				// The next request needs a reader (reader.go).
+				c.reclaimOfferedLocked()
 			}
 		}
 	}
@@ -451,7 +451,7 @@ func (c *Conn) newStreamWatch(ctx context.Context, fields []hpack.HeaderField, e
 			c.slotFree = make(chan struct{})
 		}
 		ch := c.slotFree
-		c.ensureReaderLocked() // streams end by frames from the peer
+		c.handOverToReader() // streams end by frames from the peer
 		c.mu.Unlock()
 		select {
 		case <-ch:
@@ -508,7 +508,7 @@ func (s *Stream) waitSendHeldLocked() error {
 		}
 		s.sendWaiting = true
 		c.parked++
-		c.ensureReaderLocked() // a window update may be what it waits for
+		c.handOverToReader() // a window update may be what it waits for
 		done := s.cancel
 		c.mu.Unlock()
 		s.park(s.sendCh, done)

@@ -18,36 +18,36 @@ import (
 	"github.com/leangrpc/leangrpc/internal/sockio"
 )
 
-// Lending the read role needs a bounded wait for bytes (sockio's
+// Offering the read role needs a bounded wait for bytes (sockio's
 // ReadReadyWithin and FlushReadyWithin), which only the Linux fast path
-// has; these tests check that lending happens. The ones in lend_test.go
+// has; these tests check that offers happen. The ones in reader_test.go
 // check behaviour that holds on every path.
 
-// A lone client lends its read role after each call (lend.go): nobody reads
+// A lone client offers its read role after each call (reader.go): nobody reads
 // its socket until the next call waits for a response. Frames the server
 // sends meanwhile must still be handled: here a GOAWAY, which the watcher's
 // reader finds. Without the watcher the client would learn of it only at
 // its next call.
-func TestLentRoleSeesGoAway(t *testing.T) {
-	p, g := newLendingPair(t)
+func TestOfferedRoleSeesGoAway(t *testing.T) {
+	p, g := newOfferingPair(t)
 	for range 3 {
 		roundTrip(t, p.client, p.pool, []byte("x"))
 	}
-	if v := p.client.lendState.Load(); v&lendWatched == 0 {
-		t.Fatalf("the client never lent its role (state %#x)", v)
+	if v := p.client.readRole.Load(); v&roleWatched == 0 {
+		t.Fatalf("the client never offered its role (state %#x)", v)
 	}
 	p.server.GoAway(h2frame.ErrCodeNo, "bye")
 	select {
 	case <-p.client.GoingAway():
 	case <-time.After(5 * time.Second):
-		t.Fatalf("the client did not see the server's GOAWAY (role state %#x)", p.client.lendState.Load())
+		t.Fatalf("the client did not see the server's GOAWAY (role state %#x)", p.client.readRole.Load())
 	}
 	p.close(t)
 	checkLeaks(t, p.pool, g)
 }
 
 // A server's reader waits for the next request from inside the flush of
-// an inline handler's response (flushReaderLocked), a wait that cannot see
+// an inline handler's response (flushWaitLocked), a wait that cannot see
 // bytes which came during the handler: here a second call's request. The
 // wait ends at its bound, the request is read then, and the connection
 // stops waiting that way. The handler returns as soon as the second
@@ -59,7 +59,7 @@ func TestInlineFlushWaitLostEdge(t *testing.T) {
 	if err := sockio.StartIdlePoller(); err != nil {
 		t.Skip("no idle poller:", err)
 	}
-	StartLendWatcher()
+	StartRoleWatcher()
 	for attempt := 1; ; attempt++ {
 		if inlineFlushWaitLosesEdge(t) {
 			return
@@ -89,7 +89,7 @@ func inlineFlushWaitLosesEdge(t *testing.T) bool {
 			t.Fatalf("echo %q", got)
 		}
 	}
-	if v := server.lendState.Load(); v&lendNoFlushWait != 0 {
+	if v := server.readRole.Load(); v&roleNoFlushWait != 0 {
 		// A flush-wait that ended at its bound as the next request came
 		// (a loaded machine): nothing to see on this connection.
 		t.Logf("the server stopped its flush-waits on lone calls (state %#x)", v)
@@ -108,7 +108,7 @@ func inlineFlushWaitLosesEdge(t *testing.T) bool {
 	if err := a.WriteData(pool.Copy([]byte("A")), true); err != nil {
 		t.Fatal(err)
 	}
-	<-started // A's handler runs on the server's reader, its role lent
+	<-started // A's handler runs on the server's reader, its role offered
 	b, err := client.NewStream(context.Background(), reqFields("/echo"), false)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func inlineFlushWaitLosesEdge(t *testing.T) bool {
 	}
 	a.Release()
 	b.Release()
-	lost := server.lendState.Load()&lendNoFlushWait != 0
+	lost := server.readRole.Load()&roleNoFlushWait != 0
 	client.Close()
 	<-ended
 	checkLeaks(t, pool, g)
@@ -162,7 +162,7 @@ func waitReceived(t *testing.T, nc net.Conn) {
 }
 
 // slowEchoHandler is echoHandler that answers a payload of "slow" after
-// 5 ms, longer than a lent role's bounded wait.
+// 5 ms, longer than an offered role's bounded wait.
 func slowEchoHandler(pool *bufpool.Pool) Handler {
 	return HandlerFunc(func(s *Stream) {
 		go func() {
@@ -182,55 +182,55 @@ func slowEchoHandler(pool *bufpool.Pool) Handler {
 }
 
 // A lone client whose caller waited for an answer past the bound of its
-// read (callerReadWait) reads the usual way for lendCoolBatches batches,
-// with a reader goroutine that does not lend its role, and then lends
+// read (callerReadWait) reads the usual way for noOfferBatches batches,
+// with a reader goroutine that does not offer its role, and then offers
 // again.
-func TestLendCoolsDownAfterSlowAnswer(t *testing.T) {
+func TestOffersPauseAfterSlowAnswer(t *testing.T) {
 	sockio.StartIdlePoller() // a process-wide goroutine, before the baseline
-	StartLendWatcher()
+	StartRoleWatcher()
 	g := runtime.NumGoroutine()
 	p := newPair(t, Config{}, Config{}, slowEchoHandler, true)
-	cool := func() uint8 {
+	paused := func() uint8 {
 		p.client.mu.Lock()
 		defer p.client.mu.Unlock()
-		return p.client.lendCool
+		return p.client.noOfferLeft
 	}
-	lent := func() bool { return p.client.lendState.Load()&lendKinds == lendFree }
-	// The slow call must find the role lent, so that its caller is the
-	// one that waits past the bound. Fast calls until the role is lent
-	// and no cool-down runs (on a loaded machine one may outlast the
+	offered := func() bool { return p.client.readRole.Load()&roleHolder == roleOffered }
+	// The slow call must find the role offered, so that its caller is the
+	// one that waits past the bound. Fast calls until the role is offered
+	// and offers are not paused (on a loaded machine one may outlast the
 	// bound and start one, which the calls after it count down); should
 	// the watcher hand the role to a reader goroutine before the slow call
-	// takes it, its answer starts no cool-down and the test tries again.
+	// takes it, its answer pauses no offers and the test tries again.
 	for attempt := 1; ; attempt++ {
-		for i := 0; cool() != 0 || !lent(); i++ {
+		for i := 0; paused() != 0 || !offered(); i++ {
 			if i == 300 {
-				t.Fatalf("still cooling (%d) or not lent (state %#x) after %d answers", cool(), p.client.lendState.Load(), i)
+				t.Fatalf("still cooling (%d) or not lent (state %#x) after %d answers", paused(), p.client.readRole.Load(), i)
 			}
 			roundTrip(t, p.client, p.pool, []byte("x"))
 		}
 		if got := roundTrip(t, p.client, p.pool, []byte("slow")); string(got) != "slow" {
 			t.Fatalf("echo %q", got)
 		}
-		if cool() != 0 {
+		if paused() != 0 {
 			break
 		}
 		if attempt == 20 {
-			t.Fatalf("after %d answers slower than the bound, no cool-down", attempt)
+			t.Fatalf("after %d answers slower than the bound, no pause of offers", attempt)
 		}
 	}
-	if n := cool(); n > lendCoolBatches {
-		t.Fatalf("after an answer slower than the bound: cooling %d, want 1..%d", n, lendCoolBatches)
+	if n := paused(); n > noOfferBatches {
+		t.Fatalf("after an answer slower than the bound: offers paused for %d batches, want 1..%d", n, noOfferBatches)
 	}
 	// Each fast call is one batch for the reader goroutine, which counts
-	// the cool-down down instead of lending.
+	// the pause down instead of offering.
 	lentAgain := false
 	for i := 0; i < 300 && !lentAgain; i++ {
 		roundTrip(t, p.client, p.pool, []byte("x"))
-		lentAgain = cool() == 0 && lent()
+		lentAgain = paused() == 0 && offered()
 	}
 	if !lentAgain {
-		t.Fatalf("the client did not lend its role again after the cool-down (cooling %d, state %#x)", cool(), p.client.lendState.Load())
+		t.Fatalf("the client did not offer its role again after the pause (paused %d, state %#x)", paused(), p.client.readRole.Load())
 	}
 	p.close(t)
 	checkLeaks(t, p.pool, g)
