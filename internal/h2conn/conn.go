@@ -25,11 +25,11 @@ type Conn struct {
 	// reader leaves an idle connection. Set before the reader starts.
 	resume  func()
 	cfg     *Config // normalized, shared by the conns of one configuration; read-only
-	pool    *bufpool.Pool
 	handler Handler
 
-	fr *h2frame.Reader // owned by the run loop
-	fw *h2frame.Writer // owned by the holder of the write role
+	fr  *h2frame.Reader // owned by the run loop
+	src *readSource     // fr's source on a socket with pooled reads, nil otherwise (reader.go); owned with fr
+	fw  *h2frame.Writer // owned by the holder of the write role
 
 	// notify holds the Done and GoingAway channels, made on demand, and
 	// ServeAsync's onEnd (nil until one is needed); guarded by mu, onEnd
@@ -221,10 +221,14 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 		nc:      wc,
 		role:    role,
 		cfg:     internConfig(cfg),
-		pool:    cfg.Pool,
 		handler: h,
 	}
-	c.fr = h2frame.NewReader(wc, h2frame.ReaderConfig{
+	var src io.Reader = wc
+	if rs, ok := wc.(readySocket); ok && cfg.PooledReads {
+		c.src = &readSource{sock: rs}
+		src = c.src
+	}
+	c.fr = h2frame.NewReader(src, h2frame.ReaderConfig{
 		Pool:               cfg.Pool,
 		MaxFrameSize:       cfg.MaxFrameSize,
 		MaxHeaderListSize:  cfg.MaxHeaderListSize,
@@ -368,6 +372,9 @@ func (e *Error) graceful() bool {
 // read side and marks the connection done.
 func (c *Conn) finish() {
 	c.fr.Close()
+	if c.src != nil {
+		c.src.close()
+	}
 	c.mu.Lock()
 	c.state.Or(stateEnded)
 	if n := c.notify; n != nil && n.done != nil {

@@ -1,6 +1,8 @@
 package h2conn
 
 import (
+	"errors"
+	"io"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -228,7 +230,7 @@ func (c *Conn) runTakenReader() {
 // process-wide watcher would cross bubbles), at most one stream is open
 // and nobody is parked waiting for frames.
 func (c *Conn) mayOfferLocked() bool {
-	return !c.cfg.inBubble && c.fr.IdleWait() > 0 && !c.closing && c.numLocal+c.numPeer <= 1 && c.parked == 0
+	return !c.cfg.inBubble && c.readWait() > 0 && !c.closing && c.numLocal+c.numPeer <= 1 && c.parked == 0
 }
 
 // offerAfterBatchLocked reports whether the holder offers the role to the
@@ -281,12 +283,12 @@ func (c *Conn) runReader() {
 // caller's goroutine must then return without touching the read side.
 func (c *Conn) readLoop(idle bool) (*Error, bool) {
 	var rn readableNotifier
-	if idle && c.fr.CanIdleWait() {
+	if idle && c.src != nil {
 		if rn, _ = c.nc.(readableNotifier); rn != nil {
 			if c.resume == nil {
 				c.resume = c.resumeReader
 			}
-			c.fr.SetIdleWait(c.idleWait())
+			c.setReadWait(c.idleWait())
 		}
 	}
 	ds, _ := c.nc.(driveSource)
@@ -295,10 +297,11 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 	// one through Drive. Until a batch says otherwise, lone.
 	lone := true
 	for {
-		if ds != nil && !lone && c.fr.Drained() {
+		if ds != nil && !lone && c.fr.Empty() {
 			// Drive may park at once and give up after the idle wait:
-			// hold no scratch meanwhile (ReadFrame sheds the same way).
-			c.fr.Shed()
+			// hold no scratch meanwhile (ReadFrame lets it go the same
+			// way before it asks for bytes).
+			c.fr.ReleaseScratch()
 			pool, size := c.fr.ReadBufferSpec()
 			timedOut, err := ds.Drive(pool, size, (*connDriver)(c))
 			switch {
@@ -320,7 +323,7 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 			// Drive stopped without an error: after a batch that left at
 			// most one stream open (nothing buffered), or at a read that
 			// ended inside a frame, which ReadFrame finishes below.
-			lone = c.fr.Drained()
+			lone = c.src.fed == nil && c.fr.Empty()
 		}
 		f, err := c.fr.ReadFrame()
 		if err == h2frame.ErrWouldBlock && rn != nil {
@@ -445,13 +448,13 @@ func (c *Conn) idleWait() time.Duration {
 func (c *Conn) creditIdleLocked(n uint8) {
 	if c.idleCredit < maxIdleCredit {
 		c.idleCredit = min(c.idleCredit+n, maxIdleCredit)
-		c.fr.SetIdleWait(c.idleWait())
+		c.setReadWait(c.idleWait())
 	}
 }
 
 // creditReadLocked credits the idle wait with a read that found bytes.
 func (c *Conn) creditReadLocked() {
-	if c.fr.IdleWait() > 0 {
+	if c.readWait() > 0 {
 		c.creditIdleLocked(1)
 	}
 }
@@ -472,7 +475,7 @@ func (c *Conn) goIdle(rn readableNotifier) bool {
 	if rn.OnReadable(c.resume) == nil {
 		return true
 	}
-	c.fr.SetIdleWait(0)
+	c.setReadWait(0)
 	return false
 }
 
@@ -501,6 +504,88 @@ func (c *Conn) trimIdleLocked() {
 	}
 }
 
+// The frame reader's source.
+
+// readySocket is what sockio's Linux socket offers the reader: waits for
+// bytes that hold no buffer, bounded or not.
+type readySocket interface {
+	io.Reader
+	ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error)
+	ReadReadyWithin(pool *bufpool.Pool, size int, d time.Duration) (*bufpool.Buffer, error)
+}
+
+// readSource is the frame reader's source on a socket with pooled reads
+// (Conn.src; h2frame.BufferSource): here the connection's reader decides
+// how the next bytes come, which the frame reader, a parser, does not
+// know. The next bytes are those of a read made elsewhere when there are
+// any (fed: a drive's, a flush-wait's); otherwise a wait for the socket,
+// bounded by wait when it is set, after which the frame reader says
+// ErrWouldBlock. With fedOnly set (a drive parsing the whole frames it
+// read) nothing but fed bytes come. Owned by the holder of the read role.
+type readSource struct {
+	sock    readySocket
+	fed     *bufpool.Buffer // the next bytes, read elsewhere; owned here until taken
+	wait    time.Duration   // bound of a wait for bytes; 0: for good
+	fedOnly bool
+}
+
+// errFedMidFrame is what the frame reader meets when the whole frames a
+// drive fed end inside a frame after all: a bug, which fails the
+// connection rather than read a socket the drive holds.
+var errFedMidFrame = errors.New("h2conn: fed bytes end inside a frame")
+
+func (s *readSource) NextBuffer(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+	if b := s.fed; b != nil {
+		s.fed = nil
+		return b, nil
+	}
+	if s.fedOnly {
+		return nil, h2frame.ErrWouldBlock
+	}
+	if s.wait > 0 {
+		b, err := s.sock.ReadReadyWithin(pool, size, s.wait)
+		if b == nil && err == nil {
+			return nil, h2frame.ErrWouldBlock
+		}
+		return b, err
+	}
+	return s.sock.ReadReady(pool, size)
+}
+
+// Read reads the rest of a frame, or a large DATA payload straight into
+// its destination.
+func (s *readSource) Read(p []byte) (int, error) {
+	if s.fedOnly {
+		return 0, errFedMidFrame
+	}
+	return s.sock.Read(p)
+}
+
+// close frees bytes fed and never parsed.
+func (s *readSource) close() {
+	if s.fed != nil {
+		s.fed.Free()
+		s.fed = nil
+	}
+}
+
+// readWait is the bound of the reader's waits for bytes: the idle wait, a
+// caller's callerReadWait, or 0 when the connection cannot go idle (no
+// bounded wait on its socket, or its idle poller failed).
+func (c *Conn) readWait() time.Duration {
+	if c.src == nil {
+		return 0
+	}
+	return c.src.wait
+}
+
+// setReadWait sets readWait, on a socket that can bound its waits.
+func (c *Conn) setReadWait(d time.Duration) {
+	if c.src != nil {
+		c.src.wait = d
+	}
+}
+
 // A caller waiting for its own answer.
 
 // readAsCaller reads and dispatches one batch of frames on the goroutine
@@ -509,12 +594,12 @@ func (c *Conn) trimIdleLocked() {
 // longer lone or the read gave up at its bound (callerReadWait), pausing
 // offers then. Called without mu.
 func (c *Conn) readAsCaller() {
-	c.fr.SetIdleWait(callerReadWait)
+	c.setReadWait(callerReadWait)
 	for {
 		f, err := c.fr.ReadFrame()
 		if err == h2frame.ErrWouldBlock {
 			c.flushInline()
-			c.fr.SetIdleWait(c.idleWait())
+			c.setReadWait(c.idleWait())
 			c.mu.Lock()
 			c.pauseOffersLocked()
 			c.mu.Unlock()
@@ -531,7 +616,7 @@ func (c *Conn) readAsCaller() {
 	}
 	c.flushInline()
 	c.stampRead()
-	c.fr.SetIdleWait(c.idleWait())
+	c.setReadWait(c.idleWait())
 	c.mu.Lock()
 	c.creditReadLocked()
 	c.ensureWriterLocked()
@@ -548,7 +633,7 @@ func (c *Conn) readAsCaller() {
 // the reader goroutine would.
 func (c *Conn) endAsCaller(err *Error) {
 	c.flushInline()
-	c.fr.SetIdleWait(c.idleWait())
+	c.setReadWait(c.idleWait())
 	c.returnRoleToReader()
 	c.end(err)
 }
@@ -568,7 +653,7 @@ type InlineHandler interface{ ServeInline() }
 // or holds another): the caller then starts its goroutine itself.
 func (s *Stream) RunInline(h InlineHandler) bool {
 	c := s.conn
-	if c.cfg.inBubble || c.fr.IdleWait() == 0 || c.inline != nil {
+	if c.cfg.inBubble || c.readWait() == 0 || c.inline != nil {
 		return false
 	}
 	c.inline, s.inlineH = s, h
@@ -650,12 +735,12 @@ func (c *Conn) flushWaitLocked(self *Stream) (flushReadSource, uint32) {
 		return nil, 0
 	}
 	fs, ok := c.nc.(flushReadSource)
-	if !ok || !c.setRole(v, roleTaken) {
+	if !ok || c.src == nil || !c.setRole(v, roleTaken) {
 		return nil, 0
 	}
-	if !c.fr.Drained() {
-		// Bytes of a frame are buffered: the next read must go on
-		// from them, the usual way.
+	if !c.fr.Empty() || c.src.fed != nil {
+		// Bytes are buffered: the next read must go on from them, the
+		// usual way.
 		c.offerRoleLocked(kind)
 		return nil, 0
 	}
@@ -664,7 +749,8 @@ func (c *Conn) flushWaitLocked(self *Stream) (flushReadSource, uint32) {
 
 // flushAndRead flushes the write buffer from inside a wait for the answer
 // (sockio's FlushReadyWithin), giving up the write role right after the
-// flush (writeFlusher), and feeds what it reads to the frame reader; then
+// flush (writeFlusher), and makes what it reads the frame reader's next
+// bytes (readSource.fed); then
 // it offers the read role back as kind, for the caller's receive
 // (waitRecvLocked) or the inline handler's reader (settleBatch) to parse.
 // A failed flush fails the connection. Called without mu by the holder of
@@ -681,7 +767,7 @@ func (c *Conn) flushAndRead(fs flushReadSource, kind uint32) {
 	}
 	// A read error is left to the next read, which meets it again.
 	if b != nil {
-		c.fr.Feed(b)
+		c.src.fed = b // the frame reader's next bytes
 	}
 	c.mu.Lock()
 	switch {
@@ -823,7 +909,7 @@ type connDriver Conn
 
 // DriveWait is the reader's idle wait (0 when the connection cannot go
 // idle), which grows while the reader is in Drive (creditIdleLocked).
-func (d *connDriver) DriveWait() time.Duration { return (*Conn)(d).fr.IdleWait() }
+func (d *connDriver) DriveWait() time.Duration { return (*Conn)(d).readWait() }
 
 // DriveRead dispatches the frames of one read, when it holds whole frames
 // only (the usual case for small messages, and the one where a read
@@ -832,13 +918,17 @@ func (d *connDriver) DriveWait() time.Duration { return (*Conn)(d).fr.IdleWait()
 func (d *connDriver) DriveRead(b *bufpool.Buffer) (bool, error) {
 	c := (*Conn)(d)
 	whole := h2frame.WholeFrames(b.Bytes())
-	c.fr.Feed(b)
+	c.src.fed = b
 	if !whole {
-		return false, nil
+		return false, nil // ReadFrame takes b and reads the rest
 	}
+	// Whole frames: the frame reader parses them and nothing else, and
+	// says ErrWouldBlock once they are parsed.
+	c.src.fedOnly = true
+	defer func() { c.src.fedOnly = false }()
 	goAway := false
 	for {
-		f, err := c.fr.ReadBuffered()
+		f, err := c.fr.ReadFrame()
 		if err == h2frame.ErrWouldBlock {
 			break
 		}

@@ -1,11 +1,14 @@
 package h2conn
 
 import (
+	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/h2frame"
 )
 
 // Direct tests of the read role's transitions and of the lone-call path's
@@ -157,7 +160,7 @@ func TestOfferDecisions(t *testing.T) {
 		if c.mayOfferLocked() {
 			t.Fatalf("%v: offers over a socket without a bounded wait", c.role)
 		}
-		c.fr.SetIdleWait(time.Millisecond) // as over sockio's Linux socket
+		c.src = &readSource{wait: time.Millisecond} // as over sockio's Linux socket
 		if !c.mayOfferLocked() {
 			t.Fatalf("%v: no offer on an idle connection", c.role)
 		}
@@ -268,4 +271,73 @@ func TestFlushWaitDecision(t *testing.T) {
 		t.Error("server: a flush-wait with another request's stream open")
 	}
 	server.numPeer = 0
+}
+
+// fakeSocket is a readySocket that records how it was asked for bytes and
+// has none.
+type fakeSocket struct {
+	calls []string
+}
+
+func (f *fakeSocket) Read([]byte) (int, error) {
+	f.calls = append(f.calls, "Read")
+	return 0, io.EOF
+}
+
+func (f *fakeSocket) ReadReady(*bufpool.Pool, int) (*bufpool.Buffer, error) {
+	f.calls = append(f.calls, "ReadReady")
+	return nil, io.EOF
+}
+
+func (f *fakeSocket) ReadReadyWithin(_ *bufpool.Pool, _ int, d time.Duration) (*bufpool.Buffer, error) {
+	f.calls = append(f.calls, "ReadReadyWithin "+d.String())
+	return nil, nil // the bound ran out
+}
+
+// The frame reader's source gives bytes read elsewhere first; then waits
+// for the socket, bounded when a wait is set (ErrWouldBlock when the bound
+// runs out); a drive's parse gets fed bytes only.
+func TestReadSource(t *testing.T) {
+	pool := bufpool.New(nil)
+	sock := &fakeSocket{}
+	s := &readSource{sock: sock}
+	fed := pool.Get(16)
+	s.fed = fed
+	if b, err := s.NextBuffer(pool, 16); b != fed || err != nil {
+		t.Fatalf("with bytes fed: (%p, %v), want the fed buffer", b, err)
+	}
+	if len(sock.calls) != 0 || s.fed != nil {
+		t.Fatalf("giving fed bytes asked the socket %q, or kept them (%p)", sock.calls, s.fed)
+	}
+	fed.Free()
+
+	s.wait = time.Millisecond
+	if _, err := s.NextBuffer(pool, 16); err != h2frame.ErrWouldBlock {
+		t.Fatalf("a bounded wait that ran out: %v, want ErrWouldBlock", err)
+	}
+	s.wait = 0
+	if _, err := s.NextBuffer(pool, 16); err != io.EOF {
+		t.Fatalf("an unbounded wait: %v, want the socket's EOF", err)
+	}
+	s.Read(nil)
+	if got, want := strings.Join(sock.calls, ", "), "ReadReadyWithin 1ms, ReadReady, Read"; got != want {
+		t.Fatalf("the socket was asked %q, want %q", got, want)
+	}
+
+	sock.calls = nil
+	s.fedOnly = true
+	if _, err := s.NextBuffer(pool, 16); err != h2frame.ErrWouldBlock {
+		t.Fatalf("fed bytes only, none left: %v, want ErrWouldBlock", err)
+	}
+	if _, err := s.Read(make([]byte, 4)); err != errFedMidFrame {
+		t.Fatalf("fed bytes only, a read for the rest of a frame: %v, want errFedMidFrame", err)
+	}
+	if len(sock.calls) != 0 {
+		t.Fatalf("a drive's parse asked the socket %q", sock.calls)
+	}
+	s.fed = pool.Get(16)
+	s.close()
+	if s.fed != nil || pool.Outstanding() != 0 {
+		t.Fatalf("close kept fed bytes: %p, %d outstanding", s.fed, pool.Outstanding())
+	}
 }

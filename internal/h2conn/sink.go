@@ -62,7 +62,7 @@ func (cs *connSink) DataDest(id uint32, n int) (*bufpool.Buffer, []byte) {
 		// A lazy registration: its buffer is taken now, with one
 		// reference for the receiver and one for the registration, and
 		// the range ends where the buffer does.
-		s.sinkHand = c.pool.Get(c.lazySizeLocked(s.sinkOff+n, s.sinkEnd))
+		s.sinkHand = c.cfg.Pool.Get(c.lazySizeLocked(s.sinkOff+n, s.sinkEnd))
 		s.sinkEnd = s.sinkHand.Len()
 		s.sink = s.sinkHand
 		s.sink.Ref() // the registration's reference, dropped by endSinkLocked
@@ -196,7 +196,7 @@ func (s *Stream) registerLocked(dst *bufpool.Buffer, from, to int) (*bufpool.Buf
 	}
 	var own *bufpool.Buffer // a buffer taken here for a nil dst; the receiver's
 	if dst == nil {
-		own = c.pool.Get(c.lazySizeLocked(q, to))
+		own = c.cfg.Pool.Get(c.lazySizeLocked(q, to))
 		dst = own
 		to = own.Len()
 	}

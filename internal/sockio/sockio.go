@@ -57,8 +57,9 @@ type Flusher interface{ Flush() error }
 
 // Wrap returns c ready for the frame layer. Where the platform and the
 // connection allow it (Linux, a conn exposing syscall.RawConn) and pooled is
-// true, the result is a *Conn, which also implements h2frame.ReadySource
-// (ReadReady) and h2frame.VectorWriter (WriteVec). With pooled false it is a
+// true, the result is a *Conn, which also offers ReadReady and
+// ReadReadyWithin (the waits of h2conn's reader) and implements
+// h2frame.VectorWriter (WriteVec). With pooled false it is a
 // *VecConn (WriteVec by writev, no ReadReady). Elsewhere it is a
 // *FallbackConn, adding only WriteVec. Wrapping a conn that Wrap returned
 // rewraps the original conn.
