@@ -182,21 +182,42 @@ func NewClientConn(nc net.Conn, cfg Config) (*Conn, error) {
 }
 
 // NewStream opens a client stream by sending HEADERS with fields (which
-// must include the request pseudo-headers), with END_STREAM when endStream.
-// When the server's MAX_CONCURRENT_STREAMS is reached it waits for a slot
-// until ctx is done (returning ctx.Err()). It fails fast with an error
-// matching ErrConnClosed when the connection is closed, and with
-// ErrGoingAway (retryable: nothing was sent) after a GOAWAY. fields is
-// borrowed until return.
-func (c *Conn) NewStream(ctx context.Context, fields []hpack.HeaderField, endStream bool) (*Stream, error) {
-	return c.newStream(ctx, fields, endStream, false)
+// must include the request pseudo-headers), as opts say. When the server's
+// MAX_CONCURRENT_STREAMS is reached it waits for a slot until ctx is done
+// (returning ctx.Err()). It fails fast with an error matching
+// ErrConnClosed when the connection is closed, and with ErrGoingAway
+// (retryable: nothing was sent) after a GOAWAY. fields is borrowed until
+// return.
+func (c *Conn) NewStream(ctx context.Context, fields []hpack.HeaderField, opts StreamOptions) (*Stream, error) {
+	return c.newStream(ctx, fields, opts)
 }
 
-// NewStreamHold is NewStream(ctx, fields, false) except that the HEADERS
-// may stay in the connection's write buffer until the stream's next write
-// (see HoldFlush): a unary request then leaves in one syscall.
-func (c *Conn) NewStreamHold(ctx context.Context, fields []hpack.HeaderField) (*Stream, error) {
-	return c.newStream(ctx, fields, false, true)
+// StreamOptions say how NewStream opens a stream; the zero value opens
+// one whose caller writes a body and watches its context itself.
+type StreamOptions struct {
+	// EndStream ends the stream with its HEADERS: a request without a
+	// body.
+	EndStream bool
+	// Unary marks a unary call, whose caller writes one message and then
+	// waits for the response: the HEADERS may wait in the connection's
+	// write buffer for that message (see HoldFlush), so that the request
+	// leaves in one write, and the request's last flush may wait for the
+	// response from inside the flush (reader.go).
+	Unary bool
+	// Canceled, when not nil, is closed when the call is canceled. With
+	// WatchCanceled the stream's blocking calls (the waits of RecvHeaders,
+	// Recv, RecvInto, WriteHeaders, WriteData and Release) watch it: the
+	// waiting call resets the stream with CANCEL, as Reset does, and
+	// returns the reset's error. That is context.AfterFunc's work without
+	// its allocations, for a caller that always waits in one of these
+	// calls until the stream ends (a unary call): nothing resets the
+	// stream while nobody waits. Without WatchCanceled the caller resets
+	// the stream itself once Canceled closes (with context.AfterFunc), and
+	// a receive that would read the socket itself rather than wait (the
+	// offered read role, reader.go) looks at Canceled first, so that an
+	// earlier cancel wins over an answer it would read.
+	Canceled      <-chan struct{}
+	WatchCanceled bool
 }
 
 // GoAway stops the connection from accepting new streams and sends GOAWAY
@@ -360,14 +381,6 @@ func (s *Stream) Done() <-chan struct{} { return s.doneCh() }
 // Err returns why the stream closed abnormally (an *Error), or nil while it
 // is open or when it ended normally.
 func (s *Stream) Err() error { return s.errNow() }
-
-// SetResetHook registers f to be called once, without holding engine
-// locks, when the stream ends abnormally by the peer's RST_STREAM, a
-// local engine error or the connection's end (not by the local user's
-// Reset; on a server also by the local Close of the connection). It runs on the reader or the closing goroutine and must not
-// block. Register it before the stream can end (on a server, inside
-// HandleStream); a hook set after the stream already ended runs at once.
-func (s *Stream) SetResetHook(f func(err error)) { s.setResetHook(f) }
 
 // Release tells the engine the caller is done with the stream so its
 // object can be reused. It is optional; after it the Stream must not be

@@ -107,7 +107,7 @@ func TestBDPGrowsWindowOnLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := cl.NewStream(context.Background(), reqFields("/download"), true)
+	s, err := cl.NewStream(context.Background(), reqFields("/download"), StreamOptions{EndStream: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,13 +47,7 @@ func unaryHandler(pool *bufpool.Pool, hold bool) Handler {
 var benchReq = reqFields("/bench")
 
 func unaryCall(tb testing.TB, c *Conn, pool *bufpool.Pool, payload []byte, hold bool) {
-	var s *Stream
-	var err error
-	if hold {
-		s, err = c.NewStreamHold(context.Background(), benchReq)
-	} else {
-		s, err = c.NewStream(context.Background(), benchReq, false)
-	}
+	s, err := c.NewStream(context.Background(), benchReq, StreamOptions{Unary: hold})
 	if err != nil {
 		tb.Fatal(err)
 	}

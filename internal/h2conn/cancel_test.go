@@ -14,7 +14,7 @@ import (
 // A stream that watches a cancel channel is reset with CANCEL by the call
 // waiting on it (RecvHeaders, Recv, a WriteData waiting for window) once
 // the channel closes; the server sees the reset.
-func TestWatchCancel(t *testing.T) {
+func TestWatchCanceled(t *testing.T) {
 	serverSaw := make(chan error, 4)
 	p := newPair(t, Config{InitialStreamWindow: 1 << 10}, Config{InitialStreamWindow: 1 << 10}, func(pool *bufpool.Pool) Handler {
 		return HandlerFunc(func(s *Stream) {
@@ -62,15 +62,14 @@ func TestWatchCancel(t *testing.T) {
 		var s *Stream
 		var err error
 		if tc.name == "RecvHeaders" {
-			// NewStreamWatch: held headers (the wait flushes them) and
+			// A unary call: held headers (the wait flushes them) and
 			// the context's Done watched.
 			cctx, cancel := context.WithCancel(ctx)
-			s, err = p.client.NewStreamWatch(cctx, reqFields(tc.path))
+			s, err = p.client.NewStream(cctx, reqFields(tc.path), StreamOptions{Unary: true, Canceled: cctx.Done(), WatchCanceled: true})
 			time.AfterFunc(20*time.Millisecond, cancel)
 		} else {
-			s, err = p.client.NewStream(ctx, reqFields(tc.path), false)
 			done := make(chan struct{})
-			s.WatchCancel(done)
+			s, err = p.client.NewStream(ctx, reqFields(tc.path), StreamOptions{Canceled: done, WatchCanceled: true})
 			time.AfterFunc(20*time.Millisecond, func() { close(done) })
 		}
 		if err != nil {

@@ -126,7 +126,7 @@ func TestServerRespondsBeforeRequestEnds(t *testing.T) {
 		})
 	}
 	p := newPair(t, Config{}, Config{}, h, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestExpectMessage(t *testing.T) {
 	}
 	cfg := Config{InitialStreamWindow: 65535, DisableBDP: true}
 	p := newPair(t, Config{}, cfg, h, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestNoHeadOfLineBlocking(t *testing.T) {
 	var wg sync.WaitGroup
 	var streams []*Stream
 	for range 16 {
-		s, err := p.client.NewStream(context.Background(), reqFields("/sink"), false)
+		s, err := p.client.NewStream(context.Background(), reqFields("/sink"), StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -177,7 +177,7 @@ func TestIdleWithOpenStreamsHoldsNothing(t *testing.T) {
 	p, ended := newAsyncPair(t, Config{}, Config{})
 	var streams []*Stream
 	for range 2 {
-		s, err := p.client.NewStream(context.Background(), reqFields("/watch"), false)
+		s, err := p.client.NewStream(context.Background(), reqFields("/watch"), StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -693,7 +693,7 @@ type flushReadSource interface {
 // mostly finds the socket empty after a write; and if so, how the role is
 // offered back after the wait:
 //
-//   - on a client, when self is a unary call (NewStreamHold) whose request
+//   - on a client, when self is a unary call (StreamOptions.Unary) whose request
 //     is complete, on a lone connection whose role is offered: its caller
 //     is about to wait for the response and read it itself. Always safe:
 //     the response comes after the wait began. Not for streaming calls,

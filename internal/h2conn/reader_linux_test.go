@@ -101,7 +101,7 @@ func inlineFlushWaitLosesEdge(t *testing.T) bool {
 
 	// Held HEADERS: the request leaves in one write, so that it arrives
 	// whole and its handler runs inline.
-	a, err := client.NewStreamHold(context.Background(), reqFields("/block"))
+	a, err := client.NewStream(context.Background(), reqFields("/block"), StreamOptions{Unary: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func inlineFlushWaitLosesEdge(t *testing.T) bool {
 		t.Fatal(err)
 	}
 	<-started // A's handler runs on the server's reader, its role offered
-	b, err := client.NewStream(context.Background(), reqFields("/echo"), false)
+	b, err := client.NewStream(context.Background(), reqFields("/echo"), StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,7 +140,7 @@ func (s *Stream) dropSinkLocked() {
 // in dst.Bytes()[from:from+n], or a queued payload b with n == 0 (an owned
 // buffer, as Recv returns). Once dst is registered, DATA arriving while the
 // receiver is busy lands there too, and the next call reports it. Errors
-// and io.EOF are Recv's; the wait ends on WatchCancel's channel as Recv's
+// and io.EOF are Recv's; the wait ends on a watched Canceled channel as Recv's
 // does.
 //
 // A nil dst (with from 0) registers the range without a buffer: one of to

@@ -74,7 +74,7 @@ type Stream struct {
 	// engine-lock round trips.
 	eofSeen      atomic.Bool
 	recvWaiting  bool
-	unary        bool          // opened by NewStreamHold (a unary call): its caller waits for the response right after the request (flushWaitLocked)
+	unary        bool          // opened as StreamOptions.Unary: its caller waits for the response right after the request (flushWaitLocked)
 	inlineH      InlineHandler // RunInline's handler, while pending (Conn.inline)
 	gotHeaders   bool          // client: response headers arrived
 	trailersOnly bool          // client: the response headers ended the stream
@@ -86,46 +86,21 @@ type Stream struct {
 	recvBytes     int64
 
 	err       *Error // why the stream ended abnormally
-	resetHook func(error)
-	resetObj  ResetHandler // the hook as an interface (SetResetHandler)
-	hookDone  bool
+	resetObj ResetHandler // SetResetHandler's
+	hookDone bool
 	done      chan struct{} // made on first Done call
 	doneFired bool
 
 	recvCh chan struct{} // one slot; signals the receiver
 	sendCh chan struct{} // one slot; signals the sender
-	// cancel, when set (WatchCancel), ends a wait of the stream's sender or
-	// receiver once closed, resetting the stream with CANCEL.
+	// cancel, when set (StreamOptions.WatchCanceled), ends a wait of the
+	// stream's sender or receiver once closed, resetting the stream with
+	// CANCEL.
 	cancel <-chan struct{}
-	// canceling (NoteCancel) is a channel whose close means the stream is
-	// about to be reset; only looked at, without waiting on it.
+	// canceling (StreamOptions.Canceled without WatchCanceled) is a
+	// channel whose close means the stream is about to be reset; only
+	// looked at, without waiting on it.
 	canceling <-chan struct{}
-}
-
-// NoteCancel tells the stream that done's close will reset it (the caller
-// arranged that, with context.AfterFunc): a receive that would read the
-// socket itself rather than wait (the offered read role, reader.go) looks at
-// done first, so that an earlier cancel wins over an answer it would read.
-// Unlike WatchCancel, the waits do not watch done.
-func (s *Stream) NoteCancel(done <-chan struct{}) {
-	c := s.conn
-	c.mu.Lock()
-	s.canceling = done
-	c.mu.Unlock()
-}
-
-// WatchCancel makes the stream's blocking calls (the waits of RecvHeaders,
-// Recv, RecvInto, WriteHeaders, WriteData, CloseSend and Release) also end
-// when done is closed: the waiting call resets the stream with CANCEL, as Reset
-// does, and returns the reset's error. It is context.AfterFunc's work
-// without its allocations, for a caller that always waits in one of these
-// calls until the stream ends (a unary call): nothing resets the stream
-// while nobody waits.
-func (s *Stream) WatchCancel(done <-chan struct{}) {
-	c := s.conn
-	c.mu.Lock()
-	s.cancel = done
-	c.mu.Unlock()
 }
 
 // waitRecvLocked parks the receiver until the reader signals s (or the
@@ -152,7 +127,7 @@ func (s *Stream) waitRecvLocked() {
 	}
 }
 
-// canceled reports whether WatchCancel's or NoteCancel's channel is
+// canceled reports whether StreamOptions.Canceled's channel is
 // closed; called under mu.
 func (s *Stream) canceled() bool {
 	return isClosed(s.cancel) || isClosed(s.canceling)
@@ -391,45 +366,49 @@ func (c *Conn) failStreamLocked(s *Stream, err *Error) func(error) {
 	return nil
 }
 
-// ResetHandler is SetResetHook's hook as an interface, for a handler whose
-// object already exists: registering it costs no method value per stream.
+// ResetHandler is told when its stream ends abnormally (SetResetHandler).
+// An interface rather than a func, so that a handler whose object already
+// exists registers it without a method value per stream.
 type ResetHandler interface {
-	// StreamReset is called as a SetResetHook hook is.
 	StreamReset(err error)
 }
 
-// SetResetHandler is SetResetHook with h.StreamReset as the hook.
-func (s *Stream) SetResetHandler(h ResetHandler) { s.setReset(nil, h) }
-
-// hasResetHook reports whether a hook or handler is registered. Called
-// with mu held.
-func (s *Stream) hasResetHook() bool { return s.resetHook != nil || s.resetObj != nil }
-
-// resetFunc returns the registered hook as a function (a method value of
-// the handler, made only when the stream ends abnormally). Called with mu
-// held.
-func (s *Stream) resetFunc() func(error) {
-	if s.resetHook != nil {
-		return s.resetHook
+// SetResetHandler registers h, whose StreamReset is called once, without
+// holding engine locks, when the stream ends abnormally by the peer's
+// RST_STREAM, a local engine error or the connection's end (not by the
+// local user's Reset; on a server also by the local Close of the
+// connection). It runs on the reader or the closing goroutine and must not
+// block. Register it before the stream can end (on a server, inside
+// HandleStream); one registered after the stream already ended is called
+// at once.
+func (s *Stream) SetResetHandler(h ResetHandler) {
+	c := s.conn
+	c.mu.Lock()
+	if s.err != nil && (s.err.Initiator != InitiatorUser || c.role == RoleServer && c.closing) && !s.hookDone && s.state == stateClosed {
+		s.hookDone = true
+		err := s.err
+		c.mu.Unlock()
+		h.StreamReset(err)
+		return
 	}
+	s.resetObj = h
+	c.mu.Unlock()
+}
+
+// hasResetHook reports whether a handler is registered. Called with mu
+// held.
+func (s *Stream) hasResetHook() bool { return s.resetObj != nil }
+
+// resetFunc returns the registered handler as a function (a method value,
+// made only when the stream ends abnormally). Called with mu held.
+func (s *Stream) resetFunc() func(error) {
 	if s.resetObj != nil {
 		return s.resetObj.StreamReset
 	}
 	return nil
 }
 
-// NewStreamWatch is NewStreamHold followed by WatchCancel(ctx.Done()) on
-// the new stream, taking the engine's lock once for both: for a unary call,
-// whose caller waits in the stream's calls from start to end.
-func (c *Conn) NewStreamWatch(ctx context.Context, fields []hpack.HeaderField) (*Stream, error) {
-	return c.newStreamWatch(ctx, fields, false, true, ctx.Done())
-}
-
-func (c *Conn) newStream(ctx context.Context, fields []hpack.HeaderField, endStream, hold bool) (*Stream, error) {
-	return c.newStreamWatch(ctx, fields, endStream, hold, nil)
-}
-
-func (c *Conn) newStreamWatch(ctx context.Context, fields []hpack.HeaderField, endStream, hold bool, cancel <-chan struct{}) (*Stream, error) {
+func (c *Conn) newStream(ctx context.Context, fields []hpack.HeaderField, opts StreamOptions) (*Stream, error) {
 	if c.role != RoleClient {
 		return nil, ErrWrongRole
 	}
@@ -466,11 +445,15 @@ func (c *Conn) newStreamWatch(ctx context.Context, fields []hpack.HeaderField, e
 	}
 	s := c.newStreamLocked(c.nextID, true)
 	c.nextID += 2
-	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, endStream
-	s.sendHold = hold && !endStream
-	s.unary = hold
-	s.endQueued = endStream
-	s.cancel = cancel
+	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, opts.EndStream
+	s.sendHold = opts.Unary && !opts.EndStream
+	s.unary = opts.Unary
+	s.endQueued = opts.EndStream
+	if opts.WatchCanceled {
+		s.cancel = opts.Canceled
+	} else {
+		s.canceling = opts.Canceled
+	}
 	c.readyLocked(s)
 	if err := s.waitSendLocked(); err != nil {
 		return nil, err
@@ -803,27 +786,6 @@ func (s *Stream) errNow() error {
 		return nil
 	}
 	return s.err
-}
-
-func (s *Stream) setResetHook(f func(error)) { s.setReset(f, nil) }
-
-// setReset registers f, or h when f is nil, as the stream's reset hook.
-func (s *Stream) setReset(f func(error), h ResetHandler) {
-	c := s.conn
-	c.mu.Lock()
-	if s.err != nil && (s.err.Initiator != InitiatorUser || c.role == RoleServer && c.closing) && !s.hookDone && s.state == stateClosed {
-		s.hookDone = true
-		err := s.err
-		c.mu.Unlock()
-		if f != nil {
-			f(err)
-		} else {
-			h.StreamReset(err)
-		}
-		return
-	}
-	s.resetHook, s.resetObj = f, h
-	c.mu.Unlock()
 }
 
 func (s *Stream) release() {

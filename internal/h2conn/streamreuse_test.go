@@ -15,14 +15,14 @@ func TestStreamFreeListBusyAndIdle(t *testing.T) {
 	g := runtime.NumGoroutine()
 	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, false)
 	ctx := context.Background()
-	keeper, err := p.client.NewStream(ctx, reqFields("/keep"), false)
+	keeper, err := p.client.NewStream(ctx, reqFields("/keep"), StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const n = 60
 	streams := make([]*Stream, n)
 	for i := range streams {
-		if streams[i], err = p.client.NewStream(ctx, reqFields("/x"), false); err != nil {
+		if streams[i], err = p.client.NewStream(ctx, reqFields("/x"), StreamOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -34,7 +34,7 @@ func TestStreamFreeListBusyAndIdle(t *testing.T) {
 		t.Errorf("busy connection keeps %d released streams, want %d", got, n)
 	}
 	// Reuse: the next streams come from the free list.
-	again, err := p.client.NewStream(ctx, reqFields("/y"), false)
+	again, err := p.client.NewStream(ctx, reqFields("/y"), StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestIdleTrimFeedsSpareStreams(t *testing.T) {
 		streams := make([]*Stream, n)
 		for i := range streams {
 			var err error
-			if streams[i], err = p.client.NewStream(ctx, reqFields("/x"), false); err != nil {
+			if streams[i], err = p.client.NewStream(ctx, reqFields("/x"), StreamOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

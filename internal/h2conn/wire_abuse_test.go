@@ -208,7 +208,7 @@ func TestWireClientMaxConcurrentLowered(t *testing.T) {
 		p.WantSettingsAck()
 		opened := make(chan *h2conn.Stream, 1)
 		go func() {
-			s, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/3")...), true)
+			s, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/3")...), h2conn.StreamOptions{EndStream: true})
 			if err != nil {
 				t.Errorf("queued NewStream: %v", err)
 			}

@@ -363,7 +363,7 @@ func newClientTest(t *testing.T, cfg h2conn.Config, o wireOpts) *clientTest {
 // the test ends.
 func (ct *clientTest) open(path string, endStream bool) *h2conn.Stream {
 	ct.t.Helper()
-	s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields(path)...), endStream)
+	s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields(path)...), h2conn.StreamOptions{EndStream: endStream})
 	if err != nil {
 		ct.t.Fatalf("NewStream: %v", err)
 	}

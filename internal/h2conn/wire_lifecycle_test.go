@@ -319,7 +319,7 @@ func TestWireClientStreamIDs(t *testing.T) {
 		p := ct.peer
 		p.Greet()
 		for _, want := range []uint32{1, 3, 5} {
-			s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), true)
+			s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), h2conn.StreamOptions{EndStream: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -377,7 +377,7 @@ func TestWireClientClose(t *testing.T) {
 		if _, _, err := s.RecvHeaders(); !errors.Is(err, h2conn.ErrConnClosed) {
 			t.Errorf("RecvHeaders after Close: %v; want ErrConnClosed", err)
 		}
-		if _, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), true); !errors.Is(err, h2conn.ErrConnClosed) {
+		if _, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), h2conn.StreamOptions{EndStream: true}); !errors.Is(err, h2conn.ErrConnClosed) {
 			t.Errorf("NewStream after Close: %v; want ErrConnClosed", err)
 		}
 	})

@@ -52,7 +52,7 @@ func TestCorkBatchesConcurrentSenders(t *testing.T) {
 	const senders, msgs = 40, 50
 	streams := make([]*Stream, senders)
 	for i := range streams {
-		if streams[i], err = cl.NewStream(context.Background(), reqFields("/x"), false); err != nil {
+		if streams[i], err = cl.NewStream(context.Background(), reqFields("/x"), StreamOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -115,7 +115,7 @@ func holdWriteRole(c *Conn) (release func()) {
 func TestWriteDataAsyncWhileRoleHeld(t *testing.T) {
 	g := runtime.NumGoroutine()
 	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestWriteDataAsyncWhileRoleHeld(t *testing.T) {
 func TestWriteDataAsyncThenReset(t *testing.T) {
 	g := runtime.NumGoroutine()
 	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestReleaseSendsAsyncItem(t *testing.T) {
 		})
 	}
 	p := newPair(t, Config{}, Config{}, h, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestConcurrentWriteRefused(t *testing.T) {
 		})
 	}
 	p := newPair(t, Config{InitialStreamWindow: 65535, InitialConnWindow: 1 << 20}, Config{}, h, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), true)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
 	if err != nil {
 		t.Fatal(err)
 	}
