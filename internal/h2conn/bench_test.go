@@ -115,3 +115,19 @@ func BenchmarkConnParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkHoldFlush is the cost of HoldFlush on its own, an uncontended
+// lock round trip: what a write variant that holds in the same lock would
+// save (a unary answer holds twice).
+func BenchmarkHoldFlush(b *testing.B) {
+	p := newPair(b, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return unaryHandler(pool, true) }, false)
+	defer p.close(b)
+	s, err := p.client.NewStream(context.Background(), benchReq, StreamOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Release()
+	for b.Loop() {
+		s.HoldFlush()
+	}
+}

@@ -85,10 +85,12 @@ func inlineEchoHandler(pool *bufpool.Pool, started, release chan struct{}) Handl
 				<-release
 			}
 			// One flush for the response, as grpcwire's unary answer.
-			if err := s.WriteHeadersHold(respFields); err != nil {
+			s.HoldFlush()
+			if err := s.WriteHeaders(respFields, false); err != nil {
 				return
 			}
-			if err := s.WriteDataHold(pool.Copy(got), false); err != nil {
+			s.HoldFlush()
+			if err := s.WriteData(pool.Copy(got), false); err != nil {
 				return
 			}
 			s.WriteTrailers(trailerFields)

@@ -85,9 +85,9 @@ type Stream struct {
 	contentLength int64 // -1: none declared
 	recvBytes     int64
 
-	err       *Error // why the stream ended abnormally
-	resetObj ResetHandler // SetResetHandler's
-	hookDone bool
+	err       *Error       // why the stream ended abnormally
+	resetObj  ResetHandler // SetResetHandler's
+	hookDone  bool
 	done      chan struct{} // made on first Done call
 	doneFired bool
 
@@ -613,23 +613,7 @@ func (s *Stream) expectMessage(n int) {
 	c.mu.Unlock()
 }
 
-// WriteHeadersHold is HoldFlush followed by WriteHeaders(fields, false),
-// taking the engine's lock once instead of twice.
-func (s *Stream) WriteHeadersHold(fields []hpack.HeaderField) error {
-	return s.writeHeadersHold(fields, false, true)
-}
-
-// WriteDataHold is HoldFlush followed by WriteData(b, endStream), taking
-// the engine's lock once instead of twice. It takes ownership of b.
-func (s *Stream) WriteDataHold(b *bufpool.Buffer, endStream bool) error {
-	return s.writeDataHold(b, endStream, true)
-}
-
 func (s *Stream) writeHeaders(fields []hpack.HeaderField, end bool) error {
-	return s.writeHeadersHold(fields, end, false)
-}
-
-func (s *Stream) writeHeadersHold(fields []hpack.HeaderField, end, hold bool) error {
 	c := s.conn
 	c.mu.Lock()
 	if s.writer {
@@ -657,17 +641,13 @@ func (s *Stream) writeHeadersHold(fields []hpack.HeaderField, end, hold bool) er
 		return err
 	}
 	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, end
-	s.sendHold, s.hold = s.hold || hold, false
+	s.sendHold, s.hold = s.hold, false
 	s.endQueued = end
 	c.readyLocked(s)
 	return s.waitSendLocked()
 }
 
 func (s *Stream) writeData(b *bufpool.Buffer, end bool) error {
-	return s.writeDataHold(b, end, false)
-}
-
-func (s *Stream) writeDataHold(b *bufpool.Buffer, end, hold bool) error {
 	c := s.conn
 	c.mu.Lock()
 	if s.writer {
@@ -702,7 +682,7 @@ func (s *Stream) writeDataHold(b *bufpool.Buffer, end, hold bool) error {
 		return err
 	}
 	s.sendKind, s.sendBuf, s.sendOff, s.sendEnd = sendData, b, 0, end
-	s.sendHold, s.hold = s.hold || hold, false
+	s.sendHold, s.hold = s.hold, false
 	s.endQueued = end
 	c.readyLocked(s)
 	if c.writing && !c.closing && !s.sendHold {
