@@ -307,11 +307,19 @@ func (c *Conn) runOnEnd() {
 	}
 }
 
+// ServeAsync is Serve that may return before the connection ends: it
+// returns when the connection goes idle, its reader then waiting for bytes
+// without a goroutine (when the socket supports it; otherwise it returns
+// when the connection ends). onEnd runs once the connection has ended and
+// its reader stopped, on the goroutine that ended it (Done is closed by
+// then). A nil onEnd with a handler that is an EndHandler calls its
+// ConnEnded instead.
+//
 // serveAsync is serve that returns as soon as the connection goes idle
 // (its reader then waits through OnReadable, without a goroutine), or
 // when it ends; onEnd runs once the connection has ended, on whichever
 // goroutine ends it.
-func (c *Conn) serveAsync(onEnd func()) {
+func (c *Conn) ServeAsync(onEnd func()) {
 	if onEnd != nil {
 		c.mu.Lock()
 		c.notifyLocked().onEnd = onEnd
@@ -335,7 +343,11 @@ func (c *Conn) serveAsync(onEnd func()) {
 	c.runReader()
 }
 
-func (c *Conn) serve() error {
+// Serve reads the client preface and runs the connection's read loop on the
+// calling goroutine until the connection ends. It returns nil after a
+// graceful end (GOAWAY exchanged, or Close), else the error that ended the
+// connection (an *Error).
+func (c *Conn) Serve() error {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -383,8 +395,10 @@ func (c *Conn) finish() {
 	c.mu.Unlock()
 }
 
+// Done is closed when the connection has ended and its reader stopped.
+//
 // doneChan is Done.
-func (c *Conn) doneChan() <-chan struct{} {
+func (c *Conn) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.notifyLocked()
@@ -759,14 +773,18 @@ func (c *Conn) rememberClosedLocked(id uint32) {
 	c.recentNext = (c.recentNext + 1) % recentClosedIDs
 }
 
+// NumActiveStreams reports the streams open or half-closed on the
+// connection, of both initiators.
+//
 // numActiveStreams counts open streams of both initiators.
-func (c *Conn) numActiveStreams() int {
+func (c *Conn) NumActiveStreams() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return int(c.numLocal + c.numPeer)
 }
 
-func (c *Conn) err() error {
+// Err returns the error that ended the connection, or nil while it is up.
+func (c *Conn) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closeErr == nil {
@@ -882,8 +900,11 @@ func (c *Conn) closeGoingAwayLocked() {
 	}
 }
 
+// GoingAway is closed once the connection accepts no new streams: a GOAWAY
+// was received or sent, or the connection ended.
+//
 // goingAwayChan is GoingAway.
-func (c *Conn) goingAwayChan() <-chan struct{} {
+func (c *Conn) GoingAway() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.notifyLocked()

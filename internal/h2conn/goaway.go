@@ -74,7 +74,11 @@ func (c *Conn) goAway(code h2frame.ErrCode, debug string, who Initiator) {
 	c.mu.Unlock()
 }
 
-func (c *Conn) gracefulShutdown() {
+// GracefulShutdown drains the connection: as a server it sends GOAWAY with
+// last stream id 2^31-1 and a PING, then on the PING ACK (or after a
+// timeout) a second GOAWAY with the real last stream id; as a client one
+// GOAWAY. Open streams finish; the connection closes when none is left.
+func (c *Conn) GracefulShutdown() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing || c.shutdownPhase > 0 || c.goAwaySent {

@@ -138,7 +138,7 @@ func (c *Conn) onIdleTimer() {
 			return
 		}
 		c.mu.Unlock()
-		c.gracefulShutdown()
+		c.GracefulShutdown()
 		return
 	}
 	c.timers.age.idle.Reset(c.cfg.MaxConnectionIdle)
@@ -147,7 +147,7 @@ func (c *Conn) onIdleTimer() {
 
 // onMaxAge starts a graceful shutdown, then closes hard after the grace.
 func (c *Conn) onMaxAge() {
-	c.gracefulShutdown()
+	c.GracefulShutdown()
 	if c.cfg.MaxConnectionAgeGrace > 0 {
 		c.mu.Lock()
 		if !c.closing {

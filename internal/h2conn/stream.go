@@ -157,7 +157,7 @@ func (s *Stream) park(ch chan struct{}, done <-chan struct{}) {
 	select {
 	case <-ch:
 	case <-done:
-		s.reset(h2frame.ErrCodeCancel)
+		s.Reset(h2frame.ErrCodeCancel)
 	}
 }
 
@@ -408,7 +408,14 @@ func (s *Stream) resetFunc() func(error) {
 	return nil
 }
 
-func (c *Conn) newStream(ctx context.Context, fields []hpack.HeaderField, opts StreamOptions) (*Stream, error) {
+// NewStream opens a client stream by sending HEADERS with fields (which
+// must include the request pseudo-headers), as opts say. When the server's
+// MAX_CONCURRENT_STREAMS is reached it waits for a slot until ctx is done
+// (returning ctx.Err()). It fails fast with an error matching
+// ErrConnClosed when the connection is closed, and with ErrGoingAway
+// (retryable: nothing was sent) after a GOAWAY. fields is borrowed until
+// return.
+func (c *Conn) NewStream(ctx context.Context, fields []hpack.HeaderField, opts StreamOptions) (*Stream, error) {
 	if c.role != RoleClient {
 		return nil, ErrWrongRole
 	}
@@ -516,7 +523,10 @@ func (s *Stream) dropSendLocked() {
 	s.sendResult = nil
 }
 
-func (s *Stream) headers() []hpack.HeaderField {
+// Headers returns the header list that opened the stream on a server, or on
+// a client the response headers once RecvHeaders returned them (nil
+// before). The strings may be kept; the slice is valid until Release.
+func (s *Stream) Headers() []hpack.HeaderField {
 	c := s.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -526,7 +536,9 @@ func (s *Stream) headers() []hpack.HeaderField {
 	return s.hdrs
 }
 
-func (s *Stream) trailers() []hpack.HeaderField {
+// Trailers returns the trailing header list after Recv returned io.EOF, or
+// nil when the stream ended without trailers. Valid until Release.
+func (s *Stream) Trailers() []hpack.HeaderField {
 	if s.eofSeen.Load() {
 		return s.trls
 	}
@@ -536,7 +548,12 @@ func (s *Stream) trailers() []hpack.HeaderField {
 	return s.trls
 }
 
-func (s *Stream) recvHeaders() ([]hpack.HeaderField, bool, error) {
+// RecvHeaders waits for the response HEADERS on a client stream and returns
+// them, with endStream set when they ended the stream (a trailers-only
+// response: the fields are the trailers, Recv returns io.EOF). Informational
+// 1xx responses are skipped. It returns an error after a reset or when the
+// connection ends. The slice is valid until Release.
+func (s *Stream) RecvHeaders() ([]hpack.HeaderField, bool, error) {
 	if !s.local {
 		return nil, false, ErrWrongRole
 	}
@@ -562,7 +579,13 @@ func (s *Stream) recvHeaders() ([]hpack.HeaderField, bool, error) {
 	}
 }
 
-func (s *Stream) recv() (*bufpool.Buffer, error) {
+// Recv returns an owned buffer holding the next non-empty DATA payload. It
+// returns io.EOF once the peer ended the stream and every payload was
+// returned, then Trailers() holds the trailers if any; or an *Error after a
+// reset (carrying the RST_STREAM code and who sent it) or when the
+// connection ends. Returning a payload credits the stream's receive window;
+// WINDOW_UPDATE frames are batched.
+func (s *Stream) Recv() (*bufpool.Buffer, error) {
 	if s.eofSeen.Load() {
 		return nil, io.EOF
 	}
@@ -598,7 +621,11 @@ func (s *Stream) recv() (*bufpool.Buffer, error) {
 	}
 }
 
-func (s *Stream) expectMessage(n int) {
+// ExpectMessage tells the engine that the reader is about to receive n more
+// bytes on this stream (a whole gRPC message whose length prefix arrived):
+// it widens the stream's receive window at once so the message does not
+// stall on WINDOW_UPDATE round trips. n is capped by MaxExpectBytes.
+func (s *Stream) ExpectMessage(n int) {
 	if n <= 0 {
 		return
 	}
@@ -613,7 +640,11 @@ func (s *Stream) expectMessage(n int) {
 	c.mu.Unlock()
 }
 
-func (s *Stream) writeHeaders(fields []hpack.HeaderField, end bool) error {
+// WriteHeaders sends HEADERS (and CONTINUATION) with fields, with
+// END_STREAM when endStream. On a server the first call sends the response
+// headers and a later one the trailers (which must end the stream). fields
+// is borrowed until return: it is encoded before WriteHeaders returns.
+func (s *Stream) WriteHeaders(fields []hpack.HeaderField, end bool) error {
 	c := s.conn
 	c.mu.Lock()
 	if s.writer {
@@ -647,7 +678,21 @@ func (s *Stream) writeHeaders(fields []hpack.HeaderField, end bool) error {
 	return s.waitSendLocked()
 }
 
-func (s *Stream) writeData(b *bufpool.Buffer, end bool) error {
+// WriteData sends b's bytes as DATA frames, splitting them by the peer's
+// max frame size and the flow-control windows, with END_STREAM on the last
+// frame when endStream. It takes ownership of b (nil is allowed: an empty
+// frame). It blocks until every byte has been handed to the connection's
+// writer (not necessarily flushed), so it waits while the windows are
+// exhausted; it returns an error, having freed b, when the stream is reset
+// or the connection ends. Exception: when another goroutine holds the
+// write role and the windows admit all of b, it returns nil at once and
+// that writer sends b (no park and wake-up per message when many streams
+// send); the stream's next write waits for it and reports the failure if
+// the stream ended before b went out (b is then freed by the engine).
+// Writes on one stream are for one goroutine at a time: a WriteData or
+// WriteHeaders that finds another goroutine's write still waiting for
+// window fails with ErrConcurrentWrite and sends nothing.
+func (s *Stream) WriteData(b *bufpool.Buffer, end bool) error {
 	c := s.conn
 	c.mu.Lock()
 	if s.writer {
@@ -715,7 +760,10 @@ func (s *Stream) waitAsyncLocked() error {
 	return s.waitSendHeldLocked()
 }
 
-func (s *Stream) reset(code h2frame.ErrCode) {
+// Reset abandons the stream: it sends RST_STREAM with code (unless the
+// stream is already closed), frees every queued payload, and makes pending
+// and later calls fail with an *Error whose Initiator is InitiatorUser.
+func (s *Stream) Reset(code h2frame.ErrCode) {
 	c := s.conn
 	c.mu.Lock()
 	if s.state == stateClosed {
@@ -738,14 +786,21 @@ func (s *Stream) reset(code h2frame.ErrCode) {
 	c.mu.Unlock()
 }
 
-func (s *Stream) holdFlush() {
+// HoldFlush lets the stream's next WriteHeaders or WriteData return with
+// its frames encoded but not yet flushed, when nothing else is waiting to
+// be written: the write after it sends both in one syscall (response
+// headers and a message, or the last message and the trailers). The caller
+// must write again at once; until then those bytes wait.
+func (s *Stream) HoldFlush() {
 	c := s.conn
 	c.mu.Lock()
 	s.hold = true
 	c.mu.Unlock()
 }
 
-func (s *Stream) doneCh() <-chan struct{} {
+// Done is closed once the stream is closed: both halves ended, reset by
+// either side, or the connection ended.
+func (s *Stream) Done() <-chan struct{} {
 	c := s.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -758,7 +813,9 @@ func (s *Stream) doneCh() <-chan struct{} {
 	return s.done
 }
 
-func (s *Stream) errNow() error {
+// Err returns why the stream closed abnormally (an *Error), or nil while it
+// is open or when it ended normally.
+func (s *Stream) Err() error {
 	c := s.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -768,7 +825,11 @@ func (s *Stream) errNow() error {
 	return s.err
 }
 
-func (s *Stream) release() {
+// Release tells the engine the caller is done with the stream so its
+// object can be reused. It is optional; after it the Stream must not be
+// used. A payload a WriteData left to another writer (see WriteData) is
+// sent first. Releasing a stream that is still open resets it with CANCEL.
+func (s *Stream) Release() {
 	c := s.conn
 	if c == nil {
 		return
