@@ -75,7 +75,7 @@ type Reader struct {
 
 	sink DataSink // asked where DATA payloads go; nil: none (SetDataSink)
 
-	seen *seenBlocks // header blocks to replay (seen.go); nil until one is remembered
+	replay *replayCache // header blocks to replay (replay.go); nil until one is remembered
 
 	// frames holds the read buffer and one frame value of each type,
 	// reused by every ReadFrame, with the scratch slices inside them
