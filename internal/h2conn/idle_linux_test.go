@@ -166,7 +166,7 @@ func TestIdleClientClose(t *testing.T) {
 
 // TestIdleWithOpenStreamsHoldsNothing checks a connection that goes idle
 // with streams open (two calls waiting for messages, as watch streams do):
-// its reader, which waits for bytes in sockio's Drive once more than one
+// its reader, which waits for bytes in sockio's ReadEach once more than one
 // stream is open, leaves after the idle wait holding no read buffer and no
 // frame scratch, on both sides.
 func TestIdleWithOpenStreamsHoldsNothing(t *testing.T) {

@@ -291,19 +291,19 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 			c.setReadWait(c.idleWait())
 		}
 	}
-	ds, _ := c.nc.(driveSource)
+	ds, _ := c.nc.(readEachSource)
 	// lone: at most one stream was open after the last batch of frames.
 	// Such a connection reads through ReadFrame (see afterReads); a busier
-	// one through Drive. Until a batch says otherwise, lone.
+	// one through ReadEach. Until a batch says otherwise, lone.
 	lone := true
 	for {
 		if ds != nil && !lone && c.fr.Empty() {
-			// Drive may park at once and give up after the idle wait:
+			// ReadEach may park at once and give up after the idle wait:
 			// hold no scratch meanwhile (ReadFrame lets it go the same
 			// way before it asks for bytes).
 			c.fr.ReleaseScratch()
 			pool, size := c.fr.ReadBufferSpec()
-			timedOut, err := ds.Drive(pool, size, (*connDriver)(c))
+			timedOut, err := ds.ReadEach(pool, size, (*connReadHandler)(c))
 			switch {
 			case timedOut && rn != nil:
 				if c.goIdle(rn) {
@@ -320,7 +320,7 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 				}
 				return c.readError(err), false
 			}
-			// Drive stopped without an error: after a batch that left at
+			// ReadEach stopped without an error: after a batch that left at
 			// most one stream open (nothing buffered), or at a read that
 			// ended inside a frame, which ReadFrame finishes below.
 			lone = c.src.fed == nil && c.fr.Empty()
@@ -518,9 +518,9 @@ type readySocket interface {
 // (Conn.src; h2frame.BufferSource): here the connection's reader decides
 // how the next bytes come, which the frame reader, a parser, does not
 // know. The next bytes are those of a read made elsewhere when there are
-// any (fed: a drive's, a flush-wait's); otherwise a wait for the socket,
+// any (fed: a ReadEach's, a flush-wait's); otherwise a wait for the socket,
 // bounded by wait when it is set, after which the frame reader says
-// ErrWouldBlock. With fedOnly set (a drive parsing the whole frames it
+// ErrWouldBlock. With fedOnly set (a ReadEach parsing the whole frames it
 // read) nothing but fed bytes come. Owned by the holder of the read role.
 type readSource struct {
 	sock    readySocket
@@ -530,8 +530,8 @@ type readSource struct {
 }
 
 // errFedMidFrame is what the frame reader meets when the whole frames a
-// drive fed end inside a frame after all: a bug, which fails the
-// connection rather than read a socket the drive holds.
+// ReadEach fed end inside a frame after all: a bug, which fails the
+// connection rather than read a socket the ReadEach holds.
 var errFedMidFrame = errors.New("h2conn: fed bytes end inside a frame")
 
 func (s *readSource) NextBuffer(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
@@ -895,27 +895,27 @@ func lookAtOffered(c *Conn, now uint32) bool {
 	return true
 }
 
-// Driven reads: a busy connection's reader dispatches frames from inside
+// Reads in the socket's callback: a busy connection's reader dispatches frames from inside
 // the socket's read callback.
 
-// driveSource is implemented by sockio.Conn on Linux: reads driven from
-// inside the socket's read callback (sockio.Conn.Drive).
-type driveSource interface {
-	Drive(pool *bufpool.Pool, size int, d sockio.Driver) (timedOut bool, err error)
+// readEachSource is implemented by sockio.Conn on Linux: reads made from
+// inside the socket's read callback (sockio.Conn.ReadEach).
+type readEachSource interface {
+	ReadEach(pool *bufpool.Pool, size int, d sockio.ReadHandler) (timedOut bool, err error)
 }
 
-// connDriver is the Conn as the sockio.Driver of its reader.
-type connDriver Conn
+// connReadHandler is the Conn as the sockio.ReadHandler of its reader.
+type connReadHandler Conn
 
-// DriveWait is the reader's idle wait (0 when the connection cannot go
-// idle), which grows while the reader is in Drive (creditIdleLocked).
-func (d *connDriver) DriveWait() time.Duration { return (*Conn)(d).readWait() }
+// ReadWait is the reader's idle wait (0 when the connection cannot go
+// idle), which grows while the reader is in ReadEach (creditIdleLocked).
+func (d *connReadHandler) ReadWait() time.Duration { return (*Conn)(d).readWait() }
 
-// DriveRead dispatches the frames of one read, when it holds whole frames
+// HandleRead dispatches the frames of one read, when it holds whole frames
 // only (the usual case for small messages, and the one where a read
 // drains the socket); otherwise it leaves the bytes to ReadFrame, which
-// waits for the rest of the last frame, and ends the drive.
-func (d *connDriver) DriveRead(b *bufpool.Buffer) (bool, error) {
+// waits for the rest of the last frame, and ends the ReadEach.
+func (d *connReadHandler) HandleRead(b *bufpool.Buffer) (bool, error) {
 	c := (*Conn)(d)
 	whole := h2frame.WholeFrames(b.Bytes())
 	c.src.fed = b
@@ -938,7 +938,7 @@ func (d *connDriver) DriveRead(b *bufpool.Buffer) (bool, error) {
 			return false, cerr
 		}
 	}
-	c.flushInline() // Drive runs nothing inline: RunInline is for lone calls
+	c.flushInline() // ReadEach runs nothing inline: RunInline is for lone calls
 	if lone := c.afterReads(); lone || goAway {
 		if lone {
 			runtime.Gosched() // as settleBatch does
@@ -951,8 +951,8 @@ func (d *connDriver) DriveRead(b *bufpool.Buffer) (bool, error) {
 		// the runtime's idle thread was woken more often (futex calls per
 		// call 0.34 → 0.56) and the call moved between threads more.
 		// After a GOAWAY, the peer usually closes: a close queued behind
-		// these bytes shows up in ReadFrame's first read, while Drive
-		// would park without that read until its bound (sockio's Drive).
+		// these bytes shows up in ReadFrame's first read, while ReadEach
+		// would park without that read until its bound (sockio's ReadEach).
 		return false, nil
 	}
 	return true, nil

@@ -296,7 +296,7 @@ func (f *fakeSocket) ReadReadyWithin(_ *bufpool.Pool, _ int, d time.Duration) (*
 
 // The frame reader's source gives bytes read elsewhere first; then waits
 // for the socket, bounded when a wait is set (ErrWouldBlock when the bound
-// runs out); a drive's parse gets fed bytes only.
+// runs out); a ReadEach's parse gets fed bytes only.
 func TestReadSource(t *testing.T) {
 	pool := bufpool.New(nil)
 	sock := &fakeSocket{}
@@ -333,7 +333,7 @@ func TestReadSource(t *testing.T) {
 		t.Fatalf("fed bytes only, a read for the rest of a frame: %v, want errFedMidFrame", err)
 	}
 	if len(sock.calls) != 0 {
-		t.Fatalf("a drive's parse asked the socket %q", sock.calls)
+		t.Fatalf("a ReadEach's parse asked the socket %q", sock.calls)
 	}
 	s.fed = pool.Get(16)
 	s.close()

@@ -34,7 +34,7 @@ func TestWholeFrames(t *testing.T) {
 }
 
 // fedSource is a BufferSource that gives only the buffers handed to it
-// (give), as h2conn's reader does with the bytes of a drive: ErrWouldBlock
+// (give), as h2conn's reader does with the bytes of a ReadEach: ErrWouldBlock
 // when it holds none, and errMidFrame when the Reader reads to complete a
 // frame, which whole frames (WholeFrames) never make it do.
 type fedSource struct {
@@ -152,7 +152,7 @@ func TestBufferSource(t *testing.T) {
 
 // FuzzFeed cuts arbitrary bytes at frame boundaries into reads, gives them
 // one by one through a source that has nothing else (fedSource), as
-// h2conn's driven reader does, and parses each. It checks that the Reader
+// h2conn's reader does in sockio's ReadEach, and parses each. It checks that the Reader
 // never reads the source for the rest of a frame (WholeFrames held), and
 // that it parses what it parses from the same bytes in one piece: the same
 // frames and errors.

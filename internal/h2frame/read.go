@@ -347,7 +347,7 @@ func (r *Reader) Empty() bool {
 // ReleaseScratch lets an Empty Reader go of the scratch space it holds
 // between frames (its frame structs, the HPACK decoder's scratch), as it
 // does itself before it asks its source for bytes: for a caller about to
-// wait for bytes elsewhere (h2conn before sockio's Drive), so that a
+// wait for bytes elsewhere (h2conn before sockio's ReadEach), so that a
 // connection that goes idle there holds none of it. It does nothing inside
 // a header block.
 func (r *Reader) ReleaseScratch() {
