@@ -25,7 +25,7 @@ func TestUnaryCallAllocations(t *testing.T) {
 	defer e.stop()
 	req := &testpb.SimpleRequest{}
 	// A context that can end costs nothing more: Invoke's waits watch it
-	// (h2conn.Stream.WatchCancel), no context.AfterFunc.
+	// (h2conn.StreamOptions.WatchCanceled), no context.AfterFunc.
 	cancelable, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, ctx := range []context.Context{context.Background(), cancelable} {

@@ -422,7 +422,7 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 	s.handlers.Add(1)
 	if r.info, r.unary = s.unaryMethod(req.Method); r.unary != nil && st.RunInline(r) {
 		// The reader runs the handler itself once the request is in,
-		// if the call is the connection's only one (h2conn's lend.go).
+		// if the call is the connection's only one (h2conn's reader.go).
 		return
 	}
 	go r.handle()

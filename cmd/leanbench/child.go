@@ -15,7 +15,8 @@ import (
 )
 
 // Every run happens in a child process: leanbench re-executes itself with a
-// hidden subcommand (run-one, idle-server, idle-client). A stack that
+// hidden subcommand (run-one, idle-server, idle-client), or runs the binary
+// of -baseline the same way for the baseline's stack. A stack that
 // panics in one of its own goroutines then costs one error row instead of
 // the whole benchmark, and each run starts from a fresh process.
 //
@@ -43,12 +44,17 @@ type child struct {
 	waited bool
 }
 
-// startChild starts leanbench with args; ctx bounds its life.
-func startChild(ctx context.Context, what string, args ...string) (*child, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding own executable: %w", err)
+// startChild starts leanbench with args: the binary exe, or this one when
+// exe is ""; ctx bounds its life.
+func startChild(ctx context.Context, what, exe string, args ...string) (*child, error) {
+	if exe == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding own executable: %w", err)
+		}
+		exe = self
 	}
+	var err error
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	c := &child{what: what, cmd: cmd, stderr: &capWriter{max: 64 << 10}, ctx: ctx}

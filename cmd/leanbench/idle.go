@@ -118,7 +118,8 @@ func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err e
 		return []string{"-heapprofile", withSuffix(r.opts.memprofile, strings.ReplaceAll(st.name, ">", fileSuffix)+"."+side)}
 	}
 
-	srv, err := startChild(ctx, st.server.name+" idle server", append(append([]string{idleServerCmd, "-stack", st.server.name}, common...), heapFlag("server")...)...)
+	srvExe, srvName := st.server.child()
+	srv, err := startChild(ctx, st.server.name+" idle server", srvExe, append(append([]string{idleServerCmd, "-stack", srvName}, common...), heapFlag("server")...)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -128,7 +129,8 @@ func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err e
 		printHead(r.stderr, srv.stderr.String(), 20)
 		return nil, nil, err
 	}
-	cli, err := startChild(ctx, st.client.name+" idle client", append(append([]string{idleClientCmd, "-stack", st.client.name, "-addr", hello.Addr}, common...), heapFlag("client")...)...)
+	cliExe, cliName := st.client.child()
+	cli, err := startChild(ctx, st.client.name+" idle client", cliExe, append(append([]string{idleClientCmd, "-stack", cliName, "-addr", hello.Addr}, common...), heapFlag("client")...)...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -213,7 +214,15 @@ func TestRunCompressed(t *testing.T) {
 }
 
 func TestFlagErrors(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
+		{"-baseline", filepath.Join(t.TempDir(), "none")},
+		{"-baseline", t.TempDir()},
+		{"-baseline", self, "-baseline-name", "grpc-go"},
+		{"-baseline", self, "-stacks", "leangrpc,baseline>grpc-go"},
 		{"-workloads", "bogus"},
 		{"-stacks", "nope"},
 		{"-maxConcurrentCalls", "0"},
@@ -250,19 +259,21 @@ func TestParseStacks(t *testing.T) {
 	}
 }
 
-func TestRatioPair(t *testing.T) {
+func TestRatioPairs(t *testing.T) {
 	for _, tc := range []struct {
-		names []string
-		want  ratioPair
+		names, baselines []string
+		want             []ratioPair
 	}{
-		{[]string{"grpc-go", "leangrpc"}, ratioPair{"leangrpc", "grpc-go"}},
-		{[]string{"leangrpc", "leangrpc>grpc-go", "grpc-go"}, ratioPair{"leangrpc", "grpc-go"}},
-		{[]string{"leangrpc", "leangrpc-nopool"}, ratioPair{"leangrpc", "leangrpc-nopool"}},
-		{[]string{"leangrpc"}, ratioPair{}},
-		{[]string{"leangrpc", "leangrpc-nopool", "grpc-go>leangrpc"}, ratioPair{}},
+		{[]string{"grpc-go", "leangrpc"}, nil, []ratioPair{{"leangrpc", "grpc-go"}}},
+		{[]string{"leangrpc", "leangrpc>grpc-go", "grpc-go"}, nil, []ratioPair{{"leangrpc", "grpc-go"}}},
+		{[]string{"leangrpc", "leangrpc-nopool"}, nil, []ratioPair{{"leangrpc", "leangrpc-nopool"}}},
+		{[]string{"leangrpc"}, nil, nil},
+		{[]string{"leangrpc", "leangrpc-nopool", "grpc-go>leangrpc"}, nil, nil},
+		{[]string{"leangrpc", "grpc-go", "old"}, []string{"old"}, []ratioPair{{"leangrpc", "grpc-go"}, {"old", "grpc-go"}}},
+		{[]string{"leangrpc", "old"}, []string{"old"}, []ratioPair{{"leangrpc", "old"}}},
 	} {
-		if got := ratioPairOf(tc.names); got != tc.want {
-			t.Errorf("ratioPairOf(%q) = %v, want %v", tc.names, got, tc.want)
+		if got := ratioPairsOf(tc.names, tc.baselines); !slices.Equal(got, tc.want) {
+			t.Errorf("ratioPairsOf(%q, %q) = %v, want %v", tc.names, tc.baselines, got, tc.want)
 		}
 	}
 	st, err := parseStacks("leangrpc-nopool,leangrpc-nopool>grpc-go")

@@ -11,6 +11,7 @@
 //	leanbench -workloads unary,streaming -reqSizeBytes 100,10000 -maxConcurrentCalls 1,64 -json out.json
 //	leanbench -workloads idle -connections 2000
 //	leanbench -workloads unary -compression gzip
+//	leanbench -rounds 5 -baseline /tmp/leanbench-old
 //	leanbench compare OLD.json NEW.json
 //
 // List flags take comma-separated values and run their cross product. The
@@ -26,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,6 +108,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.compression, "compression", "", "compressor every client's calls use (grpc.UseCompressor), e.g. gzip; the servers answer in kind (default none)")
 	fs.IntVar(&o.backends, "backends", 1, "servers per throughput run; with more than one, each client channel balances its calls over all of them with -lb")
 	fs.StringVar(&o.lb, "lb", "", "load-balancing policy of the clients over the -backends servers, from grpc-go's registry (default pick_first)")
+	baseline := fs.String("baseline", "", "another leanbench binary (built from another commit, say): its leangrpc runs as one more stack, interleaved with the others, named by -baseline-name")
+	baselineName := fs.String("baseline-name", "baseline", "the stack name of -baseline's leangrpc")
 	useTLS := fs.Bool("tls", false, "every stack and workload over TLS ("+tlsDescription+", a certificate made at start, grpc-go's credentials.NewTLS on both stacks)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: leanbench [flags]\n       leanbench compare OLD.json NEW.json\n\n"+
@@ -128,7 +132,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "leanbench: -rounds must be >= 1, -benchtime and -timeout > 0, -warmup and -settle >= 0")
 		return 2
 	}
-	stacks, err := parseStacks(*stacksFlag)
+	list := *stacksFlag
+	if *baseline != "" {
+		if err := addBaseline(*baselineName, *baseline); err != nil {
+			fmt.Fprintf(stderr, "leanbench: %v\n", err)
+			return 2
+		}
+		if !slices.Contains(strings.Split(list, ","), *baselineName) {
+			list += "," + *baselineName
+		}
+	}
+	stacks, err := parseStacks(list)
 	if err != nil {
 		fmt.Fprintf(stderr, "leanbench: %v\n", err)
 		return 2

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -166,10 +167,14 @@ func printReport(w io.Writer, env Env, plan []config, stacks []stack, results []
 		}
 	}
 	names := make([]string, len(stacks))
+	var baselines []string
 	for i, st := range stacks {
 		names[i] = st.name
+		if st.client.exe != "" {
+			baselines = append(baselines, st.name)
+		}
 	}
-	ratios := ratioPairOf(names)
+	ratios := ratioPairsOf(names, baselines)
 	var notes footnotes
 	if len(tput) > 0 {
 		printThroughput(w, tput, names, ratios, sums, &notes)
@@ -178,11 +183,19 @@ func printReport(w io.Writer, env Env, plan []config, stacks []stack, results []
 		if len(tput) > 0 {
 			fmt.Fprintln(w)
 		}
-		printIdle(w, idle, names, ratios, sums, &notes)
+		// raw has no idle connections: it has no column there.
+		idleNames := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == stackRaw })
+		idleRatios := slices.DeleteFunc(slices.Clone(ratios), func(p ratioPair) bool { return p.den == stackRaw })
+		printIdle(w, idle, idleNames, idleRatios, sums, &notes)
 	}
 	fmt.Fprintln(w)
-	if ratios.ok() {
-		fmt.Fprintf(w, "ratio = %s/%s (ops/s: above 1 is better; CPU, allocs, latency, bytes: below 1 is better).\n", ratios.num, ratios.den)
+	const better = "(ops/s: above 1 is better; CPU, allocs, latency, bytes: below 1 is better)"
+	switch len(ratios) {
+	case 0:
+	case 1:
+		fmt.Fprintf(w, "ratio = %s/%s %s.\n", ratios[0].num, ratios[0].den, better)
+	default:
+		fmt.Fprintf(w, "Each ratio group is its title's quotient %s.\n", better)
 	}
 	fmt.Fprintln(w, "Medians over the rounds. Allocations, B/op and CPU are process-wide: client and server together.")
 	for _, l := range notes.lines {
@@ -190,7 +203,7 @@ func printReport(w io.Writer, env Env, plan []config, stacks []stack, results []
 	}
 }
 
-func printThroughput(w io.Writer, cfgs []config, names []string, ratios ratioPair, sums map[config]map[string]*summary, notes *footnotes) {
+func printThroughput(w io.Writer, cfgs []config, names []string, ratios []ratioPair, sums map[config]map[string]*summary, notes *footnotes) {
 	showMB := false
 	for _, c := range cfgs {
 		showMB = showMB || large(&Shape{ReqSize: c.reqSize, RespSize: c.respSize})
@@ -200,11 +213,8 @@ func printThroughput(w io.Writer, cfgs []config, names []string, ratios ratioPai
 		cols = append(cols, "MB/s")
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	var ratioCols []string
-	if ratios.ok() {
-		ratioCols = []string{"ops/s", "CPU", "allocs", "p50"}
-	}
-	writeHeader(tw, []string{"workload", "req/resp", "calls", "conns"}, names, cols, ratioCols)
+	ratioCols := []string{"ops/s", "CPU", "allocs", "p50"}
+	writeHeader(tw, []string{"workload", "req/resp", "calls", "conns"}, names, cols, ratios, ratioCols)
 	for _, c := range cfgs {
 		row := []string{c.workload, sizeLabel(c.reqSize) + "/" + sizeLabel(c.respSize), fmt.Sprint(c.concurrency), fmt.Sprint(c.connections)}
 		for _, n := range names {
@@ -233,8 +243,8 @@ func printThroughput(w io.Writer, cfgs []config, names []string, ratios ratioPai
 				}
 			}
 		}
-		if ratios.ok() {
-			l, g := sums[c][ratios.num], sums[c][ratios.den]
+		for _, p := range ratios {
+			l, g := sums[c][p.num], sums[c][p.den]
 			if l != nil && g != nil && l.rounds > 0 && g.rounds > 0 {
 				row = append(row,
 					ratio(l.fig.OpsPerSec, g.fig.OpsPerSec),
@@ -242,7 +252,7 @@ func printThroughput(w io.Writer, cfgs []config, names []string, ratios ratioPai
 					ratio(l.fig.AllocsPerOp, g.fig.AllocsPerOp),
 					ratio(l.fig.Latency.P50, g.fig.Latency.P50))
 			} else {
-				row = append(row, "-", "-", "-", "-")
+				row = append(row, repeat("-", len(ratioCols))...)
 			}
 		}
 		writeRow(tw, row)
@@ -250,14 +260,11 @@ func printThroughput(w io.Writer, cfgs []config, names []string, ratios ratioPai
 	tw.Flush()
 }
 
-func printIdle(w io.Writer, cfgs []config, names []string, ratios ratioPair, sums map[config]map[string]*summary, notes *footnotes) {
+func printIdle(w io.Writer, cfgs []config, names []string, ratios []ratioPair, sums map[config]map[string]*summary, notes *footnotes) {
 	cols := []string{"srv RSS/conn", "srv marginal", "srv heap/conn", "srv stack/conn", "srv gor/conn", "cli RSS/conn", "cli marginal", "cli gor/conn"}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	var ratioCols []string
-	if ratios.ok() {
-		ratioCols = []string{"srv RSS", "srv marg", "srv gor", "cli RSS", "cli marg", "cli gor"}
-	}
-	writeHeader(tw, []string{"workload", "conns"}, names, cols, ratioCols)
+	ratioCols := []string{"srv RSS", "srv marg", "srv gor", "cli RSS", "cli marg", "cli gor"}
+	writeHeader(tw, []string{"workload", "conns"}, names, cols, ratios, ratioCols)
 	for _, c := range cfgs {
 		row := []string{"idle", fmt.Sprint(c.connections)}
 		for _, n := range names {
@@ -280,8 +287,8 @@ func printIdle(w io.Writer, cfgs []config, names []string, ratios ratioPair, sum
 					fmt.Sprintf("%.2f", s.client.GoroutinesPerConn))
 			}
 		}
-		if ratios.ok() {
-			l, g := sums[c][ratios.num], sums[c][ratios.den]
+		for _, p := range ratios {
+			l, g := sums[c][p.num], sums[c][p.den]
 			if l != nil && g != nil && l.rounds > 0 && g.rounds > 0 {
 				row = append(row,
 					ratio(l.server.RSSBytesPerConn, g.server.RSSBytesPerConn),
@@ -312,7 +319,8 @@ func repeat(s string, n int) []string {
 }
 
 func ratio(a, b float64) string {
-	if b == 0 {
+	if b < 0.005 {
+		// Nothing to compare with (raw allocates nothing per op).
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", a/b)
@@ -367,9 +375,9 @@ func compact(v float64) string {
 }
 
 // writeHeader writes a table's two header rows: the stack names over their
-// groups of columns, then the column names, with a "ratio" group last when
-// ratioCols is not empty.
-func writeHeader(tw *tabwriter.Writer, lead, names, cols, ratioCols []string) {
+// groups of columns, then the column names, with a group of ratioCols last
+// for each of ratios.
+func writeHeader(tw *tabwriter.Writer, lead, names, cols []string, ratios []ratioPair, ratioCols []string) {
 	h1 := make([]string, len(lead))
 	h2 := append([]string(nil), lead...)
 	group := func(title string, cols []string) {
@@ -385,31 +393,47 @@ func writeHeader(tw *tabwriter.Writer, lead, names, cols, ratioCols []string) {
 	for _, n := range names {
 		group(n, cols)
 	}
-	if len(ratioCols) > 0 {
-		group("ratio", ratioCols)
+	for _, p := range ratios {
+		group(p.title(len(ratios)), ratioCols)
 	}
 	writeRow(tw, h1)
 	writeRow(tw, h2)
 }
 
-// ratioPair names the two stacks whose ratio the tables show: leangrpc over
-// grpc-go when both ran, otherwise the first over the second of exactly two
-// stacks (leangrpc over leangrpc-nopool, say).
+// ratioPair names two stacks whose ratio the tables show.
 type ratioPair struct{ num, den string }
 
-func (p ratioPair) ok() bool { return p.num != "" }
-
-func ratioPairOf(names []string) ratioPair {
-	hasLean, hasGrpc := false, false
-	for _, n := range names {
-		hasLean = hasLean || n == stackLean
-		hasGrpc = hasGrpc || n == stackGrpc
+// title is the pair's column group title among n pairs: "ratio" when it is
+// the only one.
+func (p ratioPair) title(n int) string {
+	if n == 1 {
+		return "ratio"
 	}
+	return p.num + "/" + p.den
+}
+
+// ratioPairsOf returns the ratios the tables show: leangrpc over grpc-go
+// when both ran, and then each of baselines (-baseline's stacks) over
+// grpc-go, so that two builds compare by their ratios against the same
+// grpc-go runs, and leangrpc over raw (the floor) when raw ran; otherwise
+// the first over the second of exactly two stacks (leangrpc over
+// leangrpc-nopool, or over a baseline, say).
+func ratioPairsOf(names, baselines []string) []ratioPair {
+	hasLean := slices.Contains(names, stackLean)
+	hasGrpc := slices.Contains(names, stackGrpc)
+	hasRaw := slices.Contains(names, stackRaw)
 	switch {
 	case hasLean && hasGrpc:
-		return ratioPair{stackLean, stackGrpc}
+		out := []ratioPair{{stackLean, stackGrpc}}
+		for _, b := range baselines {
+			out = append(out, ratioPair{b, stackGrpc})
+		}
+		if hasRaw {
+			out = append(out, ratioPair{stackLean, stackRaw})
+		}
+		return out
 	case len(names) == 2:
-		return ratioPair{names[0], names[1]}
+		return []ratioPair{{names[0], names[1]}}
 	}
-	return ratioPair{}
+	return nil
 }

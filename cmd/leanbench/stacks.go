@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -22,6 +25,38 @@ type impl struct {
 	// dial returns a client connection for addr ("host:port") and the
 	// function that closes it.
 	dial func(addr string, sec *benchTLS) (grpc.ClientConnInterface, func() error, error)
+	// exe, when set, is another leanbench binary whose children run this
+	// implementation (-baseline): another build of leangrpc, known there
+	// as childName. newServer and dial are nil then: the implementation
+	// never runs in this binary.
+	exe       string
+	childName string
+}
+
+// child returns the binary that runs im's children ("" for this one) and
+// the stack name to hand them.
+func (im *impl) child() (exe, name string) {
+	if im.exe != "" {
+		return im.exe, im.childName
+	}
+	return "", im.name
+}
+
+// addBaseline registers the implementation of -baseline: leangrpc as built
+// into the leanbench binary at exe, as the stack name.
+func addBaseline(name, exe string) error {
+	if im, ok := impls[name]; ok && im.exe == "" || strings.ContainsAny(name, ">,") || name == "" || name == "all" {
+		return fmt.Errorf("-baseline-name %q: want a new stack name without '>' or ','", name)
+	}
+	abs, err := filepath.Abs(exe)
+	if err != nil {
+		return fmt.Errorf("-baseline: %w", err)
+	}
+	if fi, err := os.Stat(abs); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 && runtime.GOOS != "windows" {
+		return fmt.Errorf("-baseline %s: not an executable file", exe)
+	}
+	impls[name] = &impl{name: name, exe: abs, childName: stackLean}
+	return nil
 }
 
 // grpcServer is what both grpc.Server and leangrpc.Server provide.
@@ -124,12 +159,17 @@ const (
 )
 
 func parseStacks(list string) ([]stack, error) {
-	if list == "all" {
-		list = allStacks
+	var names []string
+	for _, name := range strings.Split(list, ",") {
+		if strings.TrimSpace(name) == "all" {
+			names = append(names, strings.Split(allStacks, ",")...)
+		} else {
+			names = append(names, name)
+		}
 	}
 	var out []stack
 	seen := map[string]bool{}
-	for _, name := range strings.Split(list, ",") {
+	for _, name := range names {
 		name = strings.TrimSpace(name)
 		if name == "" {
 			continue
@@ -141,7 +181,11 @@ func parseStacks(list string) ([]stack, error) {
 		ci, cok := impls[c]
 		si, sok := impls[s]
 		if !cok || !sok {
-			return nil, fmt.Errorf("unknown stack %q (want leangrpc, grpc-go, raw, leangrpc>grpc-go, grpc-go>leangrpc, leangrpc-nopool or all)", name)
+			return nil, fmt.Errorf("unknown stack %q (want leangrpc, grpc-go, leangrpc>grpc-go, grpc-go>leangrpc, raw, leangrpc-nopool, all, or -baseline's name)", name)
+		}
+		if mixed && c != s && (ci.exe != "" || si.exe != "") {
+			// A throughput run has client and server in one process.
+			return nil, fmt.Errorf("stack %q: the baseline runs only against itself", name)
 		}
 		if c == s {
 			name = c

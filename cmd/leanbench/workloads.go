@@ -161,8 +161,14 @@ func (r *runner) runThroughput(st stack, cfg config, round int) Result {
 		Connections: cfg.connections,
 		Round:       round,
 	}
+	// A baseline runs against itself only (parseStacks): its child knows
+	// it by its own name.
+	exe, childStack := st.client.child()
+	if exe == "" {
+		childStack = st.name
+	}
 	args := []string{runOneCmd,
-		"-stack", st.name, "-workload", cfg.workload,
+		"-stack", childStack, "-workload", cfg.workload,
 		"-reqSize", strconv.Itoa(cfg.reqSize), "-respSize", strconv.Itoa(cfg.respSize),
 		"-concurrency", strconv.Itoa(cfg.concurrency), "-connections", strconv.Itoa(cfg.connections),
 		"-round", strconv.Itoa(round),
@@ -181,7 +187,7 @@ func (r *runner) runThroughput(st stack, cfg config, round int) Result {
 	limit := r.opts.warmup + r.opts.benchtime + 3*r.opts.timeout + 15*time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	c, err := startChild(ctx, st.name+" run", args...)
+	c, err := startChild(ctx, st.name+" run", exe, args...)
 	if err != nil {
 		res.Error = err.Error()
 		return res
@@ -196,6 +202,7 @@ func (r *runner) runThroughput(st stack, cfg config, round int) Result {
 		res.Error = "run-one child answered without a result"
 	default:
 		res = *m.Result
+		res.Stack = st.name // a baseline's child knows itself by another name
 		c.finish()
 		c.forwardStderr(r.stderr)
 	}
@@ -541,10 +548,10 @@ func (r *runner) writeAllocsProfile(path string) {
 
 // startLeanHelpers starts leangrpc's two process-wide goroutines before a
 // goroutine baseline: the idle waiter, which starts with the first
-// connection that goes idle, and the lend watcher, which starts with the
+// connection that goes idle, and the role watcher, which starts with the
 // first lone call. Both stay for the process's life: not a leak of a run,
 // nor a cost of its connections.
 func startLeanHelpers() {
 	sockio.StartIdlePoller()
-	h2conn.StartLendWatcher()
+	h2conn.StartRoleWatcher()
 }

@@ -33,7 +33,7 @@ type ClientConfig struct {
 	// Unary says the caller waits in the stream's calls from its start to
 	// its end (Invoke: SendMsg, then RecvMsg until the status, then
 	// Release): the context is then watched by those waits
-	// (h2conn.Stream.WatchCancel) instead of a context.AfterFunc, which
+	// (h2conn.StreamOptions.WatchCanceled) instead of a context.AfterFunc, which
 	// costs allocations and a registration on the parent.
 	Unary bool
 	// Compressor compresses the request messages; nil sends them as
@@ -129,18 +129,9 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	s.onlyMD = cfg.TrailersOnlyMetadata
 	s.obs = cfg.Observer
 	fields := AppendRequestHeaders(s.fieldBuf[:0], req)
-	var st *h2conn.Stream
-	var err error
 	done := ctx.Done()
 	watched := hold && cfg.Unary && done != nil // the stream's waits watch ctx
-	switch {
-	case watched:
-		st, err = c.NewStreamWatch(ctx, fields)
-	case hold:
-		st, err = c.NewStreamHold(ctx, fields)
-	default:
-		st, err = c.NewStream(ctx, fields, false)
-	}
+	st, err := c.NewStream(ctx, fields, h2conn.StreamOptions{Unary: hold, Canceled: done, WatchCanceled: watched})
 	clear(s.fieldBuf[:])
 	if err != nil {
 		s.recycle()
@@ -157,11 +148,11 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	s.parser.Pool = s.pool
 	if done != nil && !watched {
 		s.done = done
+		// A receive that would read the socket itself (h2conn's offered
+		// read role) looks at done first (StreamOptions.Canceled), so
+		// that an earlier cancel wins over an answer read before this
+		// reset runs.
 		s.stop = context.AfterFunc(ctx, func() { st.Reset(h2frame.ErrCodeCancel) })
-		// A receive that would read the socket itself (h2conn's lent
-		// read role) looks at ctx first, so that an earlier cancel wins
-		// over an answer read before the AfterFunc's reset runs.
-		st.NoteCancel(done)
 	}
 	return s, nil
 }

@@ -254,7 +254,7 @@ func (s *ServerStream) SendHeader(md metadata.MD) error {
 func (s *ServerStream) sendHeaderLocked() error { return s.sendHeaderHoldLocked(false) }
 
 // sendHeaderHoldLocked sends the response headers, held for what follows
-// at once when hold (h2conn.Stream.WriteHeadersHold).
+// at once when hold (h2conn.Stream.HoldFlush).
 func (s *ServerStream) sendHeaderHoldLocked(hold bool) error {
 	s.headerSent = true
 	fb := fieldBufs.Get().(*fieldBuf)
@@ -263,12 +263,10 @@ func (s *ServerStream) sendHeaderHoldLocked(hold bool) error {
 		enc = s.comp.name
 	}
 	fields := AppendResponseHeaders(fb[:0], s.Req.ContentSubtype, enc, s.header)
-	var err error
 	if hold {
-		err = s.st.WriteHeadersHold(fields)
-	} else {
-		err = s.st.WriteHeaders(fields, false)
+		s.st.HoldFlush()
 	}
+	err := s.st.WriteHeaders(fields, false)
 	clear(fb[:])
 	fieldBufs.Put(fb)
 	if err != nil {
@@ -368,10 +366,9 @@ func (s *ServerStream) sendMsg(m any, last bool) (n MsgSize, sentHeader bool, er
 	}
 	s.mu.Unlock()
 	if last {
-		err = s.st.WriteDataHold(b, false) // takes ownership of b; Finish follows at once
-	} else {
-		err = s.st.WriteData(b, false) // takes ownership of b
+		s.st.HoldFlush() // Finish follows at once
 	}
+	err = s.st.WriteData(b, false) // takes ownership of b
 	s.leave(false)
 	if err != nil {
 		return MsgSize{}, sentHeader, s.statusError(err)

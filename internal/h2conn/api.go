@@ -15,7 +15,6 @@
 package h2conn
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -112,6 +111,12 @@ type Config struct {
 	// WriteBatchBytes is how many bytes the writer encodes before it
 	// flushes (0: DefaultWriteBatchBytes).
 	WriteBatchBytes int
+
+	// inBubble is set by newConn, not by callers: the connection is made
+	// inside a testing/synctest bubble (bubble.go). It is kept here, in
+	// the copy the connections of one configuration share, rather than in
+	// every Conn.
+	inBubble bool
 }
 
 // Handler receives the streams a client opens on a server connection.
@@ -142,21 +147,6 @@ func NewServerConn(nc net.Conn, cfg Config, h Handler) *Conn {
 	return newConn(nc, cfg, RoleServer, h)
 }
 
-// Serve reads the client preface and runs the connection's read loop on the
-// calling goroutine until the connection ends. It returns nil after a
-// graceful end (GOAWAY exchanged, or Close), else the error that ended the
-// connection (an *Error).
-func (c *Conn) Serve() error { return c.serve() }
-
-// ServeAsync is Serve that may return before the connection ends: it
-// returns when the connection goes idle, its reader then waiting for bytes
-// without a goroutine (when the socket supports it; otherwise it returns
-// when the connection ends). onEnd runs once the connection has ended and
-// its reader stopped, on the goroutine that ended it (Done is closed by
-// then). A nil onEnd with a handler that is an EndHandler calls its
-// ConnEnded instead.
-func (c *Conn) ServeAsync(onEnd func()) { c.serveAsync(onEnd) }
-
 // SharedConfig returns a read-only copy of cfg, normalized, that is shared
 // with every caller and connection of the same configuration, so that an
 // owner of many connections need not keep a Config of its own each.
@@ -176,22 +166,32 @@ func NewClientConn(nc net.Conn, cfg Config) (*Conn, error) {
 	return c, nil
 }
 
-// NewStream opens a client stream by sending HEADERS with fields (which
-// must include the request pseudo-headers), with END_STREAM when endStream.
-// When the server's MAX_CONCURRENT_STREAMS is reached it waits for a slot
-// until ctx is done (returning ctx.Err()). It fails fast with an error
-// matching ErrConnClosed when the connection is closed, and with
-// ErrGoingAway (retryable: nothing was sent) after a GOAWAY. fields is
-// borrowed until return.
-func (c *Conn) NewStream(ctx context.Context, fields []hpack.HeaderField, endStream bool) (*Stream, error) {
-	return c.newStream(ctx, fields, endStream, false)
-}
-
-// NewStreamHold is NewStream(ctx, fields, false) except that the HEADERS
-// may stay in the connection's write buffer until the stream's next write
-// (see HoldFlush): a unary request then leaves in one syscall.
-func (c *Conn) NewStreamHold(ctx context.Context, fields []hpack.HeaderField) (*Stream, error) {
-	return c.newStream(ctx, fields, false, true)
+// StreamOptions say how NewStream opens a stream; the zero value opens
+// one whose caller writes a body and watches its context itself.
+type StreamOptions struct {
+	// EndStream ends the stream with its HEADERS: a request without a
+	// body.
+	EndStream bool
+	// Unary marks a unary call, whose caller writes one message and then
+	// waits for the response: the HEADERS may wait in the connection's
+	// write buffer for that message (see HoldFlush), so that the request
+	// leaves in one write, and the request's last flush may wait for the
+	// response from inside the flush (reader.go).
+	Unary bool
+	// Canceled, when not nil, is closed when the call is canceled. With
+	// WatchCanceled the stream's blocking calls (the waits of RecvHeaders,
+	// Recv, RecvInto, WriteHeaders, WriteData and Release) watch it: the
+	// waiting call resets the stream with CANCEL, as Reset does, and
+	// returns the reset's error. That is context.AfterFunc's work without
+	// its allocations, for a caller that always waits in one of these
+	// calls until the stream ends (a unary call): nothing resets the
+	// stream while nobody waits. Without WatchCanceled the caller resets
+	// the stream itself once Canceled closes (with context.AfterFunc), and
+	// a receive that would read the socket itself rather than wait (the
+	// offered read role, reader.go) looks at Canceled first, so that an
+	// earlier cancel wins over an answer it would read.
+	Canceled      <-chan struct{}
+	WatchCanceled bool
 }
 
 // GoAway stops the connection from accepting new streams and sends GOAWAY
@@ -201,24 +201,11 @@ func (c *Conn) NewStreamHold(ctx context.Context, fields []hpack.HeaderField) (*
 // closed at once after the frame.
 func (c *Conn) GoAway(code h2frame.ErrCode, debug string) { c.goAway(code, debug, InitiatorUser) }
 
-// GracefulShutdown drains the connection: as a server it sends GOAWAY with
-// last stream id 2^31-1 and a PING, then on the PING ACK (or after a
-// timeout) a second GOAWAY with the real last stream id; as a client one
-// GOAWAY. Open streams finish; the connection closes when none is left.
-func (c *Conn) GracefulShutdown() { c.gracefulShutdown() }
-
 // Close closes the connection at once: it sends GOAWAY(NO_ERROR) when it
 // can without blocking, closes the socket, fails every open stream with an
 // error matching ErrConnClosed, and releases every pooled buffer once the
 // reader has stopped. It returns nil; calling it again does nothing.
 func (c *Conn) Close() error { c.closeWith(errLocalClose); return nil }
-
-// Done is closed when the connection has ended and its reader stopped.
-func (c *Conn) Done() <-chan struct{} { return c.doneChan() }
-
-// GoingAway is closed once the connection accepts no new streams: a GOAWAY
-// was received or sent, or the connection ended.
-func (c *Conn) GoingAway() <-chan struct{} { return c.goingAwayChan() }
 
 // PeerGoAway returns the error code and debug data of the GOAWAY the peer
 // sent, and false when it sent none or sent NO_ERROR.
@@ -233,7 +220,15 @@ func (c *Conn) PeerGoAway() (code h2frame.ErrCode, debug string, ok bool) {
 // already does. It lets a client learn that a connection it keeps idle is
 // lost without a goroutine waiting on GoingAway for each connection. A
 // second call replaces the first's f if that has not run yet.
-func (c *Conn) OnGoingAway(f func()) { c.onGoingAway(f) }
+func (c *Conn) OnGoingAway(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.IsGoingAway() {
+		go f()
+		return
+	}
+	c.notifyLocked().onAway = f
+}
 
 // IsGoingAway reports whether GoingAway is closed, without a lock or a
 // channel: a client checks it before every call.
@@ -241,9 +236,6 @@ func (c *Conn) IsGoingAway() bool { return c.state.Load()&stateAway != 0 }
 
 // Ended reports whether Done is closed, without a lock or a channel.
 func (c *Conn) Ended() bool { return c.state.Load()&stateEnded != 0 }
-
-// Err returns the error that ended the connection, or nil while it is up.
-func (c *Conn) Err() error { return c.err() }
 
 // Role returns the role the engine plays.
 func (c *Conn) Role() Role { return c.role }
@@ -254,10 +246,6 @@ func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
 // RemoteAddr returns the socket's remote address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 
-// NumActiveStreams reports the streams open or half-closed on the
-// connection, of both initiators.
-func (c *Conn) NumActiveStreams() int { return c.numActiveStreams() }
-
 // StreamActivity reports the streams open on the connection and the id of
 // the next stream this side would open: a client that sees both unchanged
 // between two looks opened no stream in between, which tells it whether
@@ -267,10 +255,6 @@ func (c *Conn) StreamActivity() (active int, nextID uint32) {
 	defer c.mu.Unlock()
 	return int(c.numLocal + c.numPeer), c.nextID
 }
-
-// PeerSetting returns the value of the peer's SETTINGS parameter id as last
-// received, or the RFC default before the peer sent one.
-func (c *Conn) PeerSetting(id h2frame.SettingID) uint32 { return c.peerSetting(id) }
 
 // Stream methods. A Stream is used by at most one goroutine receiving
 // (RecvHeaders, Recv) and one sending (WriteHeaders, WriteData,
@@ -283,107 +267,15 @@ func (s *Stream) ID() uint32 { return s.id }
 // Conn returns the connection the stream belongs to.
 func (s *Stream) Conn() *Conn { return s.conn }
 
-// Headers returns the header list that opened the stream on a server, or on
-// a client the response headers once RecvHeaders returned them (nil
-// before). The strings may be kept; the slice is valid until Release.
-func (s *Stream) Headers() []hpack.HeaderField { return s.headers() }
-
-// RecvHeaders waits for the response HEADERS on a client stream and returns
-// them, with endStream set when they ended the stream (a trailers-only
-// response: the fields are the trailers, Recv returns io.EOF). Informational
-// 1xx responses are skipped. It returns an error after a reset or when the
-// connection ends. The slice is valid until Release.
-func (s *Stream) RecvHeaders() (fields []hpack.HeaderField, endStream bool, err error) {
-	return s.recvHeaders()
-}
-
-// Recv returns an owned buffer holding the next non-empty DATA payload. It
-// returns io.EOF once the peer ended the stream and every payload was
-// returned, then Trailers() holds the trailers if any; or an *Error after a
-// reset (carrying the RST_STREAM code and who sent it) or when the
-// connection ends. Returning a payload credits the stream's receive window;
-// WINDOW_UPDATE frames are batched.
-func (s *Stream) Recv() (*bufpool.Buffer, error) { return s.recv() }
-
-// Trailers returns the trailing header list after Recv returned io.EOF, or
-// nil when the stream ended without trailers. Valid until Release.
-func (s *Stream) Trailers() []hpack.HeaderField { return s.trailers() }
-
-// ExpectMessage tells the engine that the reader is about to receive n more
-// bytes on this stream (a whole gRPC message whose length prefix arrived):
-// it widens the stream's receive window at once so the message does not
-// stall on WINDOW_UPDATE round trips. n is capped by MaxExpectBytes.
-func (s *Stream) ExpectMessage(n int) { s.expectMessage(n) }
-
-// WriteHeaders sends HEADERS (and CONTINUATION) with fields, with
-// END_STREAM when endStream. On a server the first call sends the response
-// headers and a later one the trailers (which must end the stream). fields
-// is borrowed until return: it is encoded before WriteHeaders returns.
-func (s *Stream) WriteHeaders(fields []hpack.HeaderField, endStream bool) error {
-	return s.writeHeaders(fields, endStream)
-}
-
 // WriteTrailers sends fields as trailers, ending the stream. It is
 // WriteHeaders(fields, true).
 func (s *Stream) WriteTrailers(fields []hpack.HeaderField) error {
-	return s.writeHeaders(fields, true)
+	return s.WriteHeaders(fields, true)
 }
-
-// WriteData sends b's bytes as DATA frames, splitting them by the peer's
-// max frame size and the flow-control windows, with END_STREAM on the last
-// frame when endStream. It takes ownership of b (nil is allowed: an empty
-// frame). It blocks until every byte has been handed to the connection's
-// writer (not necessarily flushed), so it waits while the windows are
-// exhausted; it returns an error, having freed b, when the stream is reset
-// or the connection ends. Exception: when another goroutine holds the
-// write role and the windows admit all of b, it returns nil at once and
-// that writer sends b (no park and wake-up per message when many streams
-// send); the stream's next write waits for it and reports the failure if
-// the stream ended before b went out (b is then freed by the engine).
-// Writes on one stream are for one goroutine at a time: a WriteData or
-// WriteHeaders that finds another goroutine's write still waiting for
-// window fails with ErrConcurrentWrite and sends nothing.
-func (s *Stream) WriteData(b *bufpool.Buffer, endStream bool) error {
-	return s.writeData(b, endStream)
-}
-
-// HoldFlush lets the stream's next WriteHeaders or WriteData return with
-// its frames encoded but not yet flushed, when nothing else is waiting to
-// be written: the write after it sends both in one syscall (response
-// headers and a message, or the last message and the trailers). The caller
-// must write again at once; until then those bytes wait.
-func (s *Stream) HoldFlush() { s.holdFlush() }
 
 // CloseSend half-closes the sending side with an empty DATA frame carrying
 // END_STREAM. It is WriteData(nil, true).
-func (s *Stream) CloseSend() error { return s.writeData(nil, true) }
-
-// Reset abandons the stream: it sends RST_STREAM with code (unless the
-// stream is already closed), frees every queued payload, and makes pending
-// and later calls fail with an *Error whose Initiator is InitiatorUser.
-func (s *Stream) Reset(code h2frame.ErrCode) { s.reset(code) }
-
-// Done is closed once the stream is closed: both halves ended, reset by
-// either side, or the connection ended.
-func (s *Stream) Done() <-chan struct{} { return s.doneCh() }
-
-// Err returns why the stream closed abnormally (an *Error), or nil while it
-// is open or when it ended normally.
-func (s *Stream) Err() error { return s.errNow() }
-
-// SetResetHook registers f to be called once, without holding engine
-// locks, when the stream ends abnormally by the peer's RST_STREAM, a
-// local engine error or the connection's end (not by the local user's
-// Reset; on a server also by the local Close of the connection). It runs on the reader or the closing goroutine and must not
-// block. Register it before the stream can end (on a server, inside
-// HandleStream); a hook set after the stream already ended runs at once.
-func (s *Stream) SetResetHook(f func(err error)) { s.setResetHook(f) }
-
-// Release tells the engine the caller is done with the stream so its
-// object can be reused. It is optional; after it the Stream must not be
-// used. A payload a WriteData left to another writer (see WriteData) is
-// sent first. Releasing a stream that is still open resets it with CANCEL.
-func (s *Stream) Release() { s.release() }
+func (s *Stream) CloseSend() error { return s.WriteData(nil, true) }
 
 // Initiator says who caused an error, which decides what goes on the wire.
 type Initiator uint8

@@ -107,7 +107,7 @@ func TestBDPGrowsWindowOnLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := cl.NewStream(context.Background(), reqFields("/download"), true)
+	s, err := cl.NewStream(context.Background(), reqFields("/download"), StreamOptions{EndStream: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,4 +137,49 @@ func TestBDPGrowsWindowOnLatency(t *testing.T) {
 	<-srv.Done()
 	<-serveErr
 	checkLeaks(t, pool, g)
+}
+
+// The BDP estimator appears once a stream window's worth of DATA arrived,
+// in the state it would have had counting from the first byte; a
+// connection of small calls, or one with BDP off, never makes it, and an
+// ACK of a BDP PING nobody sent finds nothing to update.
+func TestBDPLazy(t *testing.T) {
+	c := &Conn{cfg: &Config{InitialStreamWindow: 1000}}
+	if b := c.bdpLocked(400); b != nil {
+		t.Fatal("estimator made before a window's worth")
+	}
+	c.bdp.onAck(time.Now()) // an unsolicited ACK: no panic, nothing to do
+	b := c.bdpLocked(600)
+	if b == nil || c.bdp != b {
+		t.Fatal("no estimator after a window's worth")
+	}
+	now := time.Now()
+	if ping, _ := b.onData(600, func() time.Time { return now }); !ping {
+		t.Fatal("the first window's worth did not start a BDP sample")
+	}
+	if c.bdpLocked(1) != b {
+		t.Fatal("a second estimator was made")
+	}
+	off := &Conn{cfg: &Config{InitialStreamWindow: 1000, DisableBDP: true}}
+	if off.bdpLocked(1<<20) != nil || off.bdp != nil {
+		t.Fatal("estimator made with BDP off")
+	}
+}
+
+// Small RPCs never make the BDP estimator ping (grpc-go pings on every
+// burst of data; we wait for a window's worth).
+func TestNoBDPPingsOnSmallRPCs(t *testing.T) {
+	g := runtime.NumGoroutine()
+	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, true)
+	for range 300 {
+		roundTrip(t, p.client, p.pool, make([]byte, 1000))
+	}
+	p.server.mu.Lock()
+	pinged := p.server.lastPingAt != 0
+	p.server.mu.Unlock()
+	if pinged {
+		t.Error("the client pinged during small RPCs")
+	}
+	p.close(t)
+	checkLeaks(t, p.pool, g)
 }

@@ -47,13 +47,7 @@ func unaryHandler(pool *bufpool.Pool, hold bool) Handler {
 var benchReq = reqFields("/bench")
 
 func unaryCall(tb testing.TB, c *Conn, pool *bufpool.Pool, payload []byte, hold bool) {
-	var s *Stream
-	var err error
-	if hold {
-		s, err = c.NewStreamHold(context.Background(), benchReq)
-	} else {
-		s, err = c.NewStream(context.Background(), benchReq, false)
-	}
+	s, err := c.NewStream(context.Background(), benchReq, StreamOptions{Unary: hold})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -120,4 +114,20 @@ func BenchmarkConnParallel(b *testing.B) {
 			unaryCall(b, p.client, p.pool, payload, true)
 		}
 	})
+}
+
+// BenchmarkHoldFlush is the cost of HoldFlush on its own, an uncontended
+// lock round trip: what a write variant that holds in the same lock would
+// save (a unary answer holds twice).
+func BenchmarkHoldFlush(b *testing.B) {
+	p := newPair(b, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return unaryHandler(pool, true) }, false)
+	defer p.close(b)
+	s, err := p.client.NewStream(context.Background(), benchReq, StreamOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Release()
+	for b.Loop() {
+		s.HoldFlush()
+	}
 }

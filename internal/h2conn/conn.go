@@ -5,7 +5,6 @@ import (
 	"io"
 	"math"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,11 +25,11 @@ type Conn struct {
 	// reader leaves an idle connection. Set before the reader starts.
 	resume  func()
 	cfg     *Config // normalized, shared by the conns of one configuration; read-only
-	pool    *bufpool.Pool
 	handler Handler
 
-	fr *h2frame.Reader // owned by the run loop
-	fw *h2frame.Writer // owned by the holder of the write role
+	fr  *h2frame.Reader // owned by the run loop
+	src *readSource     // fr's source on a socket with pooled reads, nil otherwise (reader.go); owned with fr
+	fw  *h2frame.Writer // owned by the holder of the write role
 
 	// notify holds the Done and GoingAway channels, made on demand, and
 	// ServeAsync's onEnd (nil until one is needed); guarded by mu, onEnd
@@ -82,9 +81,9 @@ type Conn struct {
 	goAwayLastID   uint32 // last stream id of the GOAWAY we sent
 	peerGoAwayCode h2frame.ErrCode
 	pingStrikes    int32
-	parked         int32 // goroutines parked in waitRecvLocked or waitSendLocked (lend.go)
-	// lendState is who holds the read role, and more (lend.go).
-	lendState  atomic.Uint32
+	parked         int32 // goroutines parked in waitRecvLocked or waitSendLocked (reader.go)
+	// readRole is who holds the read role, and more: a roleWord (reader.go).
+	readRole   atomic.Uint32
 	bdpBytes   uint32 // DATA bytes received while bdp is nil
 	resetStart uint32 // owned by the run loop: milliseconds since clockEpoch (mod 2^32) the current resetWindow began
 	// recentClosed holds the closedTag of recently closed peer stream ids
@@ -105,17 +104,17 @@ type Conn struct {
 	resetStrikes  bool // we sent HEADERS or DATA since the last PING: strikes restart
 	settingsAcked bool
 	wantWrite     bool // something new became writable since the writer last looked
-	soloBatch     bool // the unflushed bytes in fw are all held writes of one stream
+	heldBatch     bool // the unflushed bytes in fw are all held writes of one stream
 	drainStarted  bool // drainedLocked started the final close
 	// idleCredit sets the reader's idle wait (see minIdleReadWait). Written
 	// under mu by the reader, which alone may read it without.
 	idleCredit uint8
-	// lendCool counts down the batches a connection reads the usual way
-	// after a bounded wait of a lent role ran out (lend.go); guarded by mu.
-	lendCool uint8
+	// noOfferLeft counts down the batches a connection reads the usual way
+	// after a bounded wait of an offered role ran out (reader.go); guarded by mu.
+	noOfferLeft uint8
 
 	// inline is the stream whose RunInline handler waits for the batch to
-	// end (owned by the read role's holder; lend.go).
+	// end (owned by the read role's holder; reader.go).
 	inline *Stream
 }
 
@@ -213,15 +212,23 @@ func internConfig(cfg Config) *Config {
 
 func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 	cfg.normalize()
+	// Where the connection is made says where it lives: the engine's
+	// tests make theirs inside synctest bubbles, servers and clients
+	// outside.
+	cfg.inBubble = inSynctestBubble()
 	wc := sockio.Wrap(nc, cfg.PooledReads)
 	c := &Conn{
 		nc:      wc,
 		role:    role,
 		cfg:     internConfig(cfg),
-		pool:    cfg.Pool,
 		handler: h,
 	}
-	c.fr = h2frame.NewReader(wc, h2frame.ReaderConfig{
+	var src io.Reader = wc
+	if rs, ok := wc.(readySocket); ok && cfg.PooledReads {
+		c.src = &readSource{sock: rs}
+		src = c.src
+	}
+	c.fr = h2frame.NewReader(src, h2frame.ReaderConfig{
 		Pool:               cfg.Pool,
 		MaxFrameSize:       cfg.MaxFrameSize,
 		MaxHeaderListSize:  cfg.MaxHeaderListSize,
@@ -277,16 +284,6 @@ func (c *Conn) startClient() error {
 	return nil
 }
 
-// runReader runs the read loop on a reader goroutine (the client's, or a
-// server's resumed by OnReadable) until the connection ends or goes idle.
-func (c *Conn) runReader() {
-	err, parked := c.readLoop(true)
-	if parked {
-		return
-	}
-	c.end(err)
-}
-
 // end ends the connection from the reader goroutine.
 func (c *Conn) end(err *Error) {
 	c.fail(err)
@@ -310,11 +307,19 @@ func (c *Conn) runOnEnd() {
 	}
 }
 
+// ServeAsync is Serve that may return before the connection ends: it
+// returns when the connection goes idle, its reader then waiting for bytes
+// without a goroutine (when the socket supports it; otherwise it returns
+// when the connection ends). onEnd runs once the connection has ended and
+// its reader stopped, on the goroutine that ended it (Done is closed by
+// then). A nil onEnd with a handler that is an EndHandler calls its
+// ConnEnded instead.
+//
 // serveAsync is serve that returns as soon as the connection goes idle
 // (its reader then waits through OnReadable, without a goroutine), or
 // when it ends; onEnd runs once the connection has ended, on whichever
 // goroutine ends it.
-func (c *Conn) serveAsync(onEnd func()) {
+func (c *Conn) ServeAsync(onEnd func()) {
 	if onEnd != nil {
 		c.mu.Lock()
 		c.notifyLocked().onEnd = onEnd
@@ -329,7 +334,7 @@ func (c *Conn) serveAsync(onEnd func()) {
 	}
 	c.queueInitialSettingsLocked()
 	c.startTimersLocked()
-	c.kickLocked()
+	c.ensureWriterLocked()
 	c.mu.Unlock()
 	if perr := c.fr.ReadPreface(); perr != nil {
 		c.end(c.readError(perr))
@@ -338,7 +343,11 @@ func (c *Conn) serveAsync(onEnd func()) {
 	c.runReader()
 }
 
-func (c *Conn) serve() error {
+// Serve reads the client preface and runs the connection's read loop on the
+// calling goroutine until the connection ends. It returns nil after a
+// graceful end (GOAWAY exchanged, or Close), else the error that ended the
+// connection (an *Error).
+func (c *Conn) Serve() error {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -347,7 +356,7 @@ func (c *Conn) serve() error {
 	}
 	c.queueInitialSettingsLocked()
 	c.startTimersLocked()
-	c.kickLocked()
+	c.ensureWriterLocked()
 	c.mu.Unlock()
 	var err *Error
 	if perr := c.fr.ReadPreface(); perr != nil {
@@ -375,6 +384,9 @@ func (e *Error) graceful() bool {
 // read side and marks the connection done.
 func (c *Conn) finish() {
 	c.fr.Close()
+	if c.src != nil {
+		c.src.close()
+	}
 	c.mu.Lock()
 	c.state.Or(stateEnded)
 	if n := c.notify; n != nil && n.done != nil {
@@ -383,8 +395,10 @@ func (c *Conn) finish() {
 	c.mu.Unlock()
 }
 
+// Done is closed when the connection has ended and its reader stopped.
+//
 // doneChan is Done.
-func (c *Conn) doneChan() <-chan struct{} {
+func (c *Conn) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.notifyLocked()
@@ -440,240 +454,6 @@ func (c *Conn) readError(err error) *Error {
 		reason = "eof"
 	}
 	return &Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorPeer, Reason: reason, Cause: err}
-}
-
-// The reader waits a while for a frame before it hands the wait to the
-// socket's OnReadable and lets its goroutine go: minIdleReadWait on a new
-// connection, doubling with every creditsPerDoubling reads that found bytes
-// and with every return from idle, up to idleReadWait. A connection that
-// makes one call and then idles (the usual health check or config stream)
-// lets its goroutine go after a millisecond, so that a burst of new
-// connections does not keep one goroutine per connection alive (each leaves
-// a goroutine record and a cached stack behind in the runtime for good). A
-// busy one soon waits the full idleReadWait: it does not park between
-// calls (an epoll registration and a goroutine start each time), and the
-// wait's read deadline, re-armed once per half wait, stays rare: each
-// re-arm is a runtime timer update that may wake the netpoller
-// (PERFORMANCE.md, "Idle wait of the reader").
-const (
-	minIdleReadWait    = time.Millisecond
-	idleReadWait       = 200 * time.Millisecond
-	creditsPerDoubling = 4
-	maxIdleCredit      = 8 * creditsPerDoubling // 1ms<<8 is past idleReadWait
-)
-
-// idleWait is the reader's current idle wait (see minIdleReadWait).
-func (c *Conn) idleWait() time.Duration {
-	return min(minIdleReadWait<<(min(c.idleCredit, maxIdleCredit)/creditsPerDoubling), idleReadWait)
-}
-
-// creditIdleLocked adds n to the idle credit and applies the wait.
-func (c *Conn) creditIdleLocked(n uint8) {
-	if c.idleCredit < maxIdleCredit {
-		c.idleCredit = min(c.idleCredit+n, maxIdleCredit)
-		c.fr.SetIdleWait(c.idleWait())
-	}
-}
-
-// resumeReader is runReader run by OnReadable: the connection came back
-// from idle, so it waits longer before parking next time.
-func (c *Conn) resumeReader() {
-	c.mu.Lock()
-	c.creditIdleLocked(creditsPerDoubling)
-	c.mu.Unlock()
-	c.runReader()
-}
-
-// readableNotifier is implemented by sockio.Conn on platforms with an idle
-// poller.
-type readableNotifier interface{ OnReadable(fn func()) error }
-
-// trimIdleLocked drops the memory a busy connection keeps for reuse: the
-// reader calls it before it leaves an idle connection to OnReadable.
-func (c *Conn) trimIdleLocked() {
-	if c.numLocal+c.numPeer == 0 {
-		clear(c.freeStreams)
-		c.freeStreams = nil
-		if len(c.streams) == 0 {
-			c.streams = nil
-		}
-	}
-	if len(c.ctrl) == 0 && !c.writing {
-		c.ctrl = nil
-		c.localSettings = nil // no SETTINGS is queued
-	}
-}
-
-// readLoop reads and dispatches frames until the connection ends, and
-// returns its error. With idle set and a socket that supports it, it also
-// returns (nil, true) when no frame came for idleReadWait after arming
-// OnReadable to run runReader again: the caller's goroutine must then
-// return without touching the read side.
-func (c *Conn) readLoop(idle bool) (*Error, bool) {
-	var rn readableNotifier
-	if idle && c.fr.CanIdleWait() {
-		if rn, _ = c.nc.(readableNotifier); rn != nil {
-			if c.resume == nil {
-				c.resume = c.resumeReader
-			}
-			c.fr.SetIdleWait(c.idleWait())
-		}
-	}
-	ds, _ := c.nc.(driveSource)
-	// lone: at most one stream was open after the last batch of frames.
-	// Such a connection reads through ReadFrame (see afterReads); a busier
-	// one through Drive. Until a batch says otherwise, lone.
-	lone := true
-	for {
-		if ds != nil && !lone && c.fr.Drained() {
-			// Drive may park at once and give up after the idle wait:
-			// hold no scratch meanwhile (ReadFrame sheds the same way).
-			c.fr.Shed()
-			pool, size := c.fr.ReadBufferSpec()
-			timedOut, err := ds.Drive(pool, size, (*connDriver)(c))
-			switch {
-			case timedOut && rn != nil:
-				if c.goIdle(rn) {
-					return nil, true
-				}
-				rn = nil
-				continue
-			case timedOut:
-				continue
-			case err != nil:
-				c.flushInline()
-				if cerr, ok := err.(*Error); ok {
-					return cerr, false
-				}
-				return c.readError(err), false
-			}
-			// Drive stopped without an error: after a batch that left at
-			// most one stream open (nothing buffered), or at a read that
-			// ended inside a frame, which ReadFrame finishes below.
-			lone = c.fr.Drained()
-		}
-		f, err := c.fr.ReadFrame()
-		if err == h2frame.ErrWouldBlock && rn != nil {
-			c.flushInline()
-			if c.goIdle(rn) {
-				return nil, true
-			}
-			rn = nil
-			continue
-		}
-		if cerr := c.handleRead(f, err); cerr != nil {
-			c.flushInline()
-			return cerr, false
-		}
-		if c.fr.Buffered() < h2frame.HeaderLen {
-			lone = c.afterReads()
-			if c.settleBatch(lone) {
-				return nil, true
-			}
-		}
-	}
-}
-
-// goIdle hands the wait for the next bytes to OnReadable, after no frame
-// came within the idle wait; the reader's goroutine must then return
-// without touching the read side. false when that failed (closed, or the
-// poller failed): the reader then waits itself for good.
-func (c *Conn) goIdle(rn readableNotifier) bool {
-	c.mu.Lock()
-	c.trimIdleLocked()
-	c.mu.Unlock()
-	c.fr.ForgetHeaderBlocks()
-	if rn.OnReadable(c.resume) == nil {
-		return true
-	}
-	c.fr.SetIdleWait(0)
-	return false
-}
-
-// afterReads is the reader's work once the frames of the bytes read so far
-// are dispatched, before it goes back to the socket. It reports whether at
-// most one stream is open; the caller then yields or lends its role
-// (settleBatch).
-func (c *Conn) afterReads() (lone bool) {
-	c.stampRead()
-	c.mu.Lock()
-	c.creditReadLocked()
-	c.kickLocked()
-	lone = c.numLocal+c.numPeer <= 1
-	c.mu.Unlock()
-	return lone
-}
-
-// stampRead records a read for keepalive: once per read rather than per
-// frame, since keepalive needs no finer clock and time.Now per frame is a
-// visible cost with many small frames (PERFORMANCE.md, "Keepalive clock").
-func (c *Conn) stampRead() {
-	if c.keepaliveOn {
-		c.lastRead.Store(timeNow().UnixNano())
-	}
-}
-
-// creditReadLocked credits the idle wait with a read that found bytes.
-func (c *Conn) creditReadLocked() {
-	if c.fr.IdleWait() > 0 {
-		c.creditIdleLocked(1)
-	}
-}
-
-// driveSource is implemented by sockio.Conn on Linux: reads driven from
-// inside the socket's read callback (sockio.Conn.Drive).
-type driveSource interface {
-	Drive(pool *bufpool.Pool, size int, d sockio.Driver) (timedOut bool, err error)
-}
-
-// connDriver is the Conn as the sockio.Driver of its reader.
-type connDriver Conn
-
-// DriveWait is the reader's idle wait (0 when the connection cannot go
-// idle), which grows while the reader is in Drive (creditIdleLocked).
-func (d *connDriver) DriveWait() time.Duration { return (*Conn)(d).fr.IdleWait() }
-
-// DriveRead dispatches the frames of one read, when it holds whole frames
-// only (the usual case for small messages, and the one where a read
-// drains the socket); otherwise it leaves the bytes to ReadFrame, which
-// waits for the rest of the last frame, and ends the drive.
-func (d *connDriver) DriveRead(b *bufpool.Buffer) (bool, error) {
-	c := (*Conn)(d)
-	whole := h2frame.WholeFrames(b.Bytes())
-	c.fr.Feed(b)
-	if !whole {
-		return false, nil
-	}
-	goAway := false
-	for {
-		f, err := c.fr.ReadBuffered()
-		if err == h2frame.ErrWouldBlock {
-			break
-		}
-		goAway = goAway || err == nil && f.Header().Type == h2frame.TypeGoAway
-		if cerr := c.handleRead(f, err); cerr != nil {
-			c.flushInline()
-			return false, cerr
-		}
-	}
-	c.flushInline() // Drive runs nothing inline: RunInline is for lone calls
-	if lone := c.afterReads(); lone || goAway {
-		if lone {
-			runtime.Gosched() // as settleBatch does
-		}
-		// A lone call: back to ReadFrame, whose first read after the
-		// yield above mostly finds the socket empty; its next batch may
-		// lend the role (settleBatch). Parking here instead, without that
-		// read, traded a little latency for more CPU: with the read gone
-		// the runtime's idle thread was woken more often and the call
-		// moved between threads more (PERFORMANCE.md, "Driven reads and
-		// the empty read").
-		// After a GOAWAY, the peer usually closes: a close queued behind
-		// these bytes shows up in ReadFrame's first read, while Drive
-		// would park without that read until its bound (sockio's Drive).
-		return false, nil
-	}
-	return true, nil
 }
 
 // handleRead dispatches the frame a read returned, or handles the read's
@@ -994,14 +774,18 @@ func (c *Conn) rememberClosedLocked(id uint32) {
 	c.recentNext = (c.recentNext + 1) % recentClosedIDs
 }
 
+// NumActiveStreams reports the streams open or half-closed on the
+// connection, of both initiators.
+//
 // numActiveStreams counts open streams of both initiators.
-func (c *Conn) numActiveStreams() int {
+func (c *Conn) NumActiveStreams() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return int(c.numLocal + c.numPeer)
 }
 
-func (c *Conn) err() error {
+// Err returns the error that ended the connection, or nil while it is up.
+func (c *Conn) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closeErr == nil {
@@ -1062,10 +846,8 @@ func (c *Conn) fail(err *Error) {
 	}
 	c.fw.Close()
 	c.nc.Close()
-	if c.takeLent(lendCaller) {
-		// Nobody reads: a reader finds the closed socket and finishes.
-		c.startReader()
-	}
+	// If nobody reads, a reader finds the closed socket and finishes.
+	c.handOverToReader()
 	for _, h := range hooks {
 		h.fn(h.err)
 	}
@@ -1125,19 +907,9 @@ func (c *Conn) closeGoingAwayLocked() {
 	}
 }
 
-// onGoingAway is OnGoingAway.
-func (c *Conn) onGoingAway(f func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.IsGoingAway() {
-		go f()
-		return
-	}
-	c.notifyLocked().onAway = f
-}
-
-// goingAwayChan is GoingAway.
-func (c *Conn) goingAwayChan() <-chan struct{} {
+// GoingAway is closed once the connection accepts no new streams: a GOAWAY
+// was received or sent, or the connection ended.
+func (c *Conn) GoingAway() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.notifyLocked()

@@ -1,9 +1,14 @@
 package h2conn
 
 import (
+	"context"
+	"io"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
 )
 
@@ -105,4 +110,161 @@ func TestBDPEstimator(t *testing.T) {
 	if ping, grown := b.onData(1<<30, clock); ping || grown != 0 {
 		t.Fatal("sampled at the limit")
 	}
+}
+
+// A server response completed before the request: RST_STREAM(NO_ERROR),
+// and the client still reads the whole response.
+func TestServerRespondsBeforeRequestEnds(t *testing.T) {
+	g := runtime.NumGoroutine()
+	h := func(pool *bufpool.Pool) Handler {
+		return HandlerFunc(func(s *Stream) {
+			go func() {
+				s.WriteHeaders(respFields, false)
+				s.WriteData(pool.Copy([]byte("early")), false)
+				s.WriteTrailers(trailerFields)
+			}()
+		})
+	}
+	p := newPair(t, Config{}, Config{}, h, false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.RecvHeaders(); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for {
+		b, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		got = append(got, b.Bytes()...)
+		b.Free()
+	}
+	if string(got) != "early" {
+		t.Fatalf("got %q", got)
+	}
+	<-s.Done()
+	s.Release()
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// ExpectMessage opens the stream window for a whole message at once: a
+// message larger than the window arrives without the receiver reading.
+func TestExpectMessage(t *testing.T) {
+	g := runtime.NumGoroutine()
+	got := make(chan *Stream, 1)
+	h := func(pool *bufpool.Pool) Handler {
+		return HandlerFunc(func(s *Stream) { got <- s })
+	}
+	cfg := Config{InitialStreamWindow: 65535, DisableBDP: true}
+	p := newPair(t, Config{}, cfg, h, false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := <-got
+	ss.ExpectMessage(1 << 20)
+	sent := make(chan error, 1)
+	go func() { sent <- s.WriteData(p.pool.Get(1<<20), true) }()
+	select {
+	case err := <-sent:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("1 MiB message stalled on a 64 KiB window despite ExpectMessage")
+	}
+	n := 0
+	for {
+		b, err := ss.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += b.Len()
+		b.Free()
+	}
+	if n != 1<<20 {
+		t.Fatalf("received %d bytes", n)
+	}
+	s.Release()
+	ss.Release()
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// No head-of-line blocking: streams whose handlers never read hold their
+// stream windows, but the connection window is given back on receipt, so a
+// stream that reads still gets all its data.
+func TestNoHeadOfLineBlocking(t *testing.T) {
+	g := runtime.NumGoroutine()
+	const connWindow = 256 << 10
+	var held []*Stream
+	var mu sync.Mutex
+	h := func(pool *bufpool.Pool) Handler {
+		return HandlerFunc(func(s *Stream) {
+			mu.Lock()
+			held = append(held, s)
+			mu.Unlock()
+		})
+	}
+	p := newPair(t, Config{}, Config{InitialConnWindow: connWindow, InitialStreamWindow: 128 << 10, DisableBDP: true}, h, false)
+	var wg sync.WaitGroup
+	var streams []*Stream
+	for range 16 {
+		s, err := p.client.NewStream(context.Background(), reqFields("/sink"), StreamOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.WriteData(p.pool.Get(1<<20), true) // blocks on the windows; fails at Close
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	first := held[0]
+	mu.Unlock()
+	n := 0
+	done := make(chan error, 1)
+	go func() {
+		for {
+			b, err := first.Recv()
+			if err != nil {
+				done <- err
+				return
+			}
+			n += b.Len()
+			b.Free()
+		}
+	}()
+	select {
+	case err := <-done:
+		if err != io.EOF || n != 1<<20 {
+			t.Fatalf("reading stream got %d bytes, then %v", n, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a reading stream is blocked behind streams that do not read")
+	}
+	p.close(t)
+	wg.Wait()
+	for _, s := range streams {
+		s.Release()
+	}
+	mu.Lock()
+	for _, s := range held {
+		s.Release()
+	}
+	mu.Unlock()
+	checkLeaks(t, p.pool, g)
 }

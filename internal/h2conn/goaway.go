@@ -69,12 +69,16 @@ func (c *Conn) goAway(code h2frame.ErrCode, debug string, who Initiator) {
 	c.closeGoingAwayLocked()
 	c.wakeSlotLocked()
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlGoAway, id: c.maxPeerID, code: code}, false)
-	c.kickLocked()
+	c.ensureWriterLocked()
 	c.drainedLocked()
 	c.mu.Unlock()
 }
 
-func (c *Conn) gracefulShutdown() {
+// GracefulShutdown drains the connection: as a server it sends GOAWAY with
+// last stream id 2^31-1 and a PING, then on the PING ACK (or after a
+// timeout) a second GOAWAY with the real last stream id; as a client one
+// GOAWAY. Open streams finish; the connection closes when none is left.
+func (c *Conn) GracefulShutdown() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing || c.shutdownPhase > 0 || c.goAwaySent {
@@ -86,7 +90,7 @@ func (c *Conn) gracefulShutdown() {
 		c.goAwaySent = true
 		c.shutdownPhase = 2
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlGoAway, id: c.maxPeerID, code: h2frame.ErrCodeNo}, false)
-		c.kickLocked()
+		c.ensureWriterLocked()
 		c.drainedLocked()
 		return
 	}
@@ -96,7 +100,7 @@ func (c *Conn) gracefulShutdown() {
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlGoAway, id: maxStreamID, code: h2frame.ErrCodeNo}, false)
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlPing, data: shutdownPingData}, false)
 	c.timers.shutdown = time.AfterFunc(shutdownPingTimeout, c.shutdownTimeout)
-	c.kickLocked()
+	c.ensureWriterLocked()
 }
 
 func (c *Conn) shutdownTimeout() {
@@ -114,7 +118,7 @@ func (c *Conn) shutdownPhase2Locked() {
 	c.goAwaySent = true
 	c.goAwayLastID = c.maxPeerID
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlGoAway, id: c.maxPeerID, code: h2frame.ErrCodeNo}, false)
-	c.kickLocked()
+	c.ensureWriterLocked()
 	c.drainedLocked()
 }
 

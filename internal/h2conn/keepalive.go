@@ -41,7 +41,7 @@ func (c *Conn) startTimersLocked() {
 		c.timers.settings = time.AfterFunc(c.cfg.SettingsTimeout, c.onSettingsTimeout)
 	}
 	if every, _, _ := c.keepaliveParams(); every > 0 {
-		c.timers.keepalive = afterFuncShared(every, c)
+		c.timers.keepalive = afterFuncShared(every, c, c.cfg.inBubble)
 	}
 	if c.role == RoleServer && (c.cfg.MaxConnectionIdle > 0 || c.cfg.MaxConnectionAge > 0) {
 		a := &ageTimers{idleSince: timeNow()}
@@ -118,7 +118,7 @@ func (c *Conn) onKeepalive() {
 	c.timers.kaWaiting = true
 	c.timers.kaSentAt = now.UnixNano()
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlPing, data: keepalivePingData}, false)
-	c.kickLocked()
+	c.ensureWriterLocked()
 	c.timers.keepalive.Reset(timeout)
 	c.mu.Unlock()
 }
@@ -138,7 +138,7 @@ func (c *Conn) onIdleTimer() {
 			return
 		}
 		c.mu.Unlock()
-		c.gracefulShutdown()
+		c.GracefulShutdown()
 		return
 	}
 	c.timers.age.idle.Reset(c.cfg.MaxConnectionIdle)
@@ -147,7 +147,7 @@ func (c *Conn) onIdleTimer() {
 
 // onMaxAge starts a graceful shutdown, then closes hard after the grace.
 func (c *Conn) onMaxAge() {
-	c.gracefulShutdown()
+	c.GracefulShutdown()
 	if c.cfg.MaxConnectionAgeGrace > 0 {
 		c.mu.Lock()
 		if !c.closing {

@@ -113,8 +113,11 @@ func (c *Conn) applySettingLocked(st h2frame.Setting) *Error {
 	return nil
 }
 
+// PeerSetting returns the value of the peer's SETTINGS parameter id as last
+// received, or the RFC default before the peer sent one.
+//
 // peerSetting returns the peer's value for id.
-func (c *Conn) peerSetting(id h2frame.SettingID) uint32 {
+func (c *Conn) PeerSetting(id h2frame.SettingID) uint32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch id {

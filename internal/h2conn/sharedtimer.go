@@ -3,43 +3,29 @@ package h2conn
 import (
 	"container/heap"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
 // sharedTimer is a connection's keepalive timer, one-shot with
-// time.AfterFunc's behaviour (c.onKeepalive runs on a goroutine of its own
-// once it expires), kept in a process-wide heap that one runtime timer
-// serves. Every connection with keepalive holds one for its whole life,
-// mostly idle: a sharedTimer costs 24 bytes where a time.AfterFunc costs a
-// runtime timer of over 100 and a closure.
+// time.AfterFunc's behaviour, kept in a process-wide heap that one runtime
+// timer serves. Every connection with keepalive holds one for its whole
+// life, mostly idle: a sharedTimer costs 40 bytes where a time.AfterFunc
+// costs a runtime timer of over 100 and a closure.
+//
+// A connection made inside a testing/synctest bubble (Config.inBubble) gets
+// a time.Timer of its own instead: a bubble's timers must run on its fake
+// clock and belong to it, which the process-wide heap cannot do.
 type sharedTimer struct {
-	when time.Duration // deadline since clockEpoch; guarded by timerHeap.mu
-	idx  int32         // position in timerHeap.h, -1 when not scheduled; guarded by timerHeap.mu
-	c    *Conn         // whose onKeepalive runs; set once
+	when  time.Duration // deadline since clockEpoch; guarded by timerHeap.mu
+	idx   int32         // position in timerHeap.h, -1 when not scheduled; guarded by timerHeap.mu
+	owner timerOwner    // told when the timer expires; set once
+	own   *time.Timer   // the timer of its own, outside the heap; set once
 }
 
-// sharedTimerFire runs an expired timer's work: c.onKeepalive on a
-// goroutine of its own, or what a test put in timerTestFire.
-func sharedTimerFire(t *sharedTimer) {
-	if f := timerTestFire.Load(); f != nil {
-		(*f)(t)
-		return
-	}
-	go t.c.onKeepalive()
-}
-
-// timerTestFire, when set, replaces what an expired sharedTimer does.
-var timerTestFire atomic.Pointer[func(*sharedTimer)]
-
-// shareTimers turns the shared heap on. Tests that run connections inside
-// testing/synctest bubbles turn it off, since a bubble's timers must be its
-// own: each sharedTimer then has a time.Timer of its own in ownTimers.
-var shareTimers = true
-
-// ownTimers maps a sharedTimer to its own time.Timer when shareTimers is
-// off (tests only).
-var ownTimers sync.Map
+// timerOwner is told when a sharedTimer expires, on the goroutine of the
+// runtime timer that serves the heap: it must not block (Conn starts a
+// goroutine of its own).
+type timerOwner interface{ timerExpired() }
 
 // timerHeap is the min-heap of scheduled sharedTimers by deadline.
 var timerHeap struct {
@@ -49,30 +35,23 @@ var timerHeap struct {
 	armed time.Duration // when rt fires (since clockEpoch), 0: not armed; guarded by mu
 }
 
-// afterFuncShared returns a sharedTimer that expires after d.
-func afterFuncShared(d time.Duration, c *Conn) *sharedTimer {
-	t := &sharedTimer{idx: -1, c: c}
-	if !shareTimers {
-		ownTimers.Store(t, time.AfterFunc(d, func() { sharedTimerFire(t) }))
+// afterFuncShared returns a sharedTimer that expires after d and then
+// tells owner; with own set, one with a time.Timer of its own.
+func afterFuncShared(d time.Duration, owner timerOwner, own bool) *sharedTimer {
+	t := &sharedTimer{idx: -1, owner: owner}
+	if own {
+		t.own = time.AfterFunc(d, owner.timerExpired)
 		return t
 	}
 	t.Reset(d)
 	return t
 }
 
-// own returns t's own time.Timer if it was made while shareTimers was off.
-func (t *sharedTimer) own() *time.Timer {
-	if o, ok := ownTimers.Load(t); ok {
-		return o.(*time.Timer)
-	}
-	return nil
-}
-
 // Reset makes the timer expire after d, whether it was scheduled or not. It
 // reports whether it was scheduled.
 func (t *sharedTimer) Reset(d time.Duration) bool {
-	if o := t.own(); o != nil {
-		return o.Reset(d)
+	if t.own != nil {
+		return t.own.Reset(d)
 	}
 	when := time.Since(clockEpoch) + d
 	timerHeap.mu.Lock()
@@ -91,8 +70,8 @@ func (t *sharedTimer) Reset(d time.Duration) bool {
 // Stop unschedules the timer. It reports whether it was scheduled (false
 // when it already expired or was stopped).
 func (t *sharedTimer) Stop() bool {
-	if o := t.own(); o != nil {
-		return o.Stop()
+	if t.own != nil {
+		return t.own.Stop()
 	}
 	timerHeap.mu.Lock()
 	defer timerHeap.mu.Unlock()
@@ -125,8 +104,7 @@ func armLocked() {
 	}
 }
 
-// fireShared runs the expired timers, each on a goroutine of its own, and
-// rearms the runtime timer for the next deadline.
+// fireShared tells the owners of the expired timers, and rearms the runtime timer for the next deadline.
 func fireShared() {
 	var due []*sharedTimer
 	timerHeap.mu.Lock()
@@ -138,7 +116,7 @@ func fireShared() {
 	armLocked()
 	timerHeap.mu.Unlock()
 	for _, t := range due {
-		sharedTimerFire(t)
+		t.owner.timerExpired()
 	}
 }
 

@@ -1,47 +1,24 @@
 package h2conn
 
 import (
-	"os"
 	"sync"
 	"testing"
 	"time"
 )
 
-// The wire tests (package h2conn_test, in this binary) run connections
-// inside synctest bubbles unless LEANGRPC_WIRE_SYNCTEST=0, and a bubble's
-// timers must belong to it: then every connection of this binary gets
-// timers of its own. The shared heap is covered by the tests below, by this
-// package's tests with LEANGRPC_WIRE_SYNCTEST=0 and by the root package's.
-func init() {
-	if os.Getenv("LEANGRPC_WIRE_SYNCTEST") != "0" {
-		shareTimers = false
-	}
-}
-
 // Shared timers fire in deadline order, each once; Reset moves a deadline
 // either way and Stop unschedules, with AfterFunc's return values.
 func TestSharedTimer(t *testing.T) {
-	if !shareTimers {
-		defer func() { shareTimers = false }()
-		shareTimers = true
-	}
 	var mu sync.Mutex
 	var order []int
-	ids := map[*sharedTimer]int{}
 	fired := make(chan int, 16)
-	defer setTimerFire(func(t *sharedTimer) {
-		mu.Lock()
-		i := ids[t]
-		order = append(order, i)
-		mu.Unlock()
-		fired <- i
-	})()
 	mk := func(i int, d time.Duration) *sharedTimer {
-		mu.Lock()
-		defer mu.Unlock()
-		t := afterFuncShared(d, nil)
-		ids[t] = i
-		return t
+		return afterFuncShared(d, timerFunc(func() {
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			fired <- i
+		}), false)
 	}
 	t3 := mk(3, 90*time.Millisecond)
 	t1 := mk(1, time.Hour) // moved earlier below
@@ -101,20 +78,17 @@ func TestSharedTimer(t *testing.T) {
 // Many timers reset and stopped from several goroutines keep the heap
 // consistent (run with -race).
 func TestSharedTimerConcurrent(t *testing.T) {
-	if !shareTimers {
-		defer func() { shareTimers = false }()
-		shareTimers = true
-	}
 	var wg sync.WaitGroup
 	var fires sync.Map
-	defer setTimerFire(func(t *sharedTimer) { fires.Store(t, true) })()
 	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			ts := make([]*sharedTimer, 50)
 			for i := range ts {
-				ts[i] = afterFuncShared(time.Hour+time.Duration(i%7)*time.Millisecond, nil)
+				var tm *sharedTimer
+				tm = afterFuncShared(time.Hour+time.Duration(i%7)*time.Millisecond, timerFunc(func() { fires.Store(tm, true) }), false)
+				ts[i] = tm
 			}
 			for i, tm := range ts {
 				if i%3 == 0 {
@@ -155,9 +129,7 @@ func TestSharedTimerConcurrent(t *testing.T) {
 	}
 }
 
-// setTimerFire replaces what an expired sharedTimer does, and returns the
-// func that puts it back.
-func setTimerFire(f func(*sharedTimer)) (restore func()) {
-	timerTestFire.Store(&f)
-	return func() { timerTestFire.Store(nil) }
-}
+// timerFunc runs a func as a timerOwner.
+type timerFunc func()
+
+func (f timerFunc) timerExpired() { f() }

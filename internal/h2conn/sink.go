@@ -62,7 +62,7 @@ func (cs *connSink) DataDest(id uint32, n int) (*bufpool.Buffer, []byte) {
 		// A lazy registration: its buffer is taken now, with one
 		// reference for the receiver and one for the registration, and
 		// the range ends where the buffer does.
-		s.sinkHand = c.pool.Get(c.lazySizeLocked(s.sinkOff+n, s.sinkEnd))
+		s.sinkHand = c.cfg.Pool.Get(c.lazySizeLocked(s.sinkOff+n, s.sinkEnd))
 		s.sinkEnd = s.sinkHand.Len()
 		s.sink = s.sinkHand
 		s.sink.Ref() // the registration's reference, dropped by endSinkLocked
@@ -140,7 +140,7 @@ func (s *Stream) dropSinkLocked() {
 // in dst.Bytes()[from:from+n], or a queued payload b with n == 0 (an owned
 // buffer, as Recv returns). Once dst is registered, DATA arriving while the
 // receiver is busy lands there too, and the next call reports it. Errors
-// and io.EOF are Recv's; the wait ends on WatchCancel's channel as Recv's
+// and io.EOF are Recv's; the wait ends on a watched Canceled channel as Recv's
 // does.
 //
 // A nil dst (with from 0) registers the range without a buffer: one of to
@@ -196,7 +196,7 @@ func (s *Stream) registerLocked(dst *bufpool.Buffer, from, to int) (*bufpool.Buf
 	}
 	var own *bufpool.Buffer // a buffer taken here for a nil dst; the receiver's
 	if dst == nil {
-		own = c.pool.Get(c.lazySizeLocked(q, to))
+		own = c.cfg.Pool.Get(c.lazySizeLocked(q, to))
 		dst = own
 		to = own.Len()
 	}

@@ -62,3 +62,24 @@ func TestStateTransitions(t *testing.T) {
 		t.Error("WINDOW_UPDATE allowed everywhere but idle")
 	}
 }
+
+// The recently closed ring answers for the ids put in it, and only for
+// them among nearby ids, also once it wrapped.
+func TestRecentClosed(t *testing.T) {
+	c := &Conn{}
+	for _, id := range []uint32{1, 3, 5} {
+		if c.wasClosedLocked(id) {
+			t.Fatalf("empty ring: %d reported closed", id)
+		}
+	}
+	for id := uint32(1); id < 2*recentClosedIDs+40; id += 2 {
+		c.rememberClosedLocked(id)
+	}
+	last := uint32(2*recentClosedIDs + 39)
+	for id := uint32(1); id <= last+200; id += 2 {
+		want := id <= last && id > last-2*recentClosedIDs
+		if got := c.wasClosedLocked(id); got != want {
+			t.Fatalf("id %d: closed %v, want %v", id, got, want)
+		}
+	}
+}

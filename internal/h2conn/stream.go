@@ -74,7 +74,7 @@ type Stream struct {
 	// engine-lock round trips.
 	eofSeen      atomic.Bool
 	recvWaiting  bool
-	unary        bool          // opened by NewStreamHold (a unary call): its caller waits for the response right after the request (flushReaderLocked)
+	unary        bool          // opened as StreamOptions.Unary: its caller waits for the response right after the request (flushWaitLocked)
 	inlineH      InlineHandler // RunInline's handler, while pending (Conn.inline)
 	gotHeaders   bool          // client: response headers arrived
 	trailersOnly bool          // client: the response headers ended the stream
@@ -85,47 +85,22 @@ type Stream struct {
 	contentLength int64 // -1: none declared
 	recvBytes     int64
 
-	err       *Error // why the stream ended abnormally
-	resetHook func(error)
-	resetObj  ResetHandler // the hook as an interface (SetResetHandler)
+	err       *Error       // why the stream ended abnormally
+	resetObj  ResetHandler // SetResetHandler's
 	hookDone  bool
 	done      chan struct{} // made on first Done call
 	doneFired bool
 
 	recvCh chan struct{} // one slot; signals the receiver
 	sendCh chan struct{} // one slot; signals the sender
-	// cancel, when set (WatchCancel), ends a wait of the stream's sender or
-	// receiver once closed, resetting the stream with CANCEL.
+	// cancel, when set (StreamOptions.WatchCanceled), ends a wait of the
+	// stream's sender or receiver once closed, resetting the stream with
+	// CANCEL.
 	cancel <-chan struct{}
-	// canceling (NoteCancel) is a channel whose close means the stream is
-	// about to be reset; only looked at, without waiting on it.
+	// canceling (StreamOptions.Canceled without WatchCanceled) is a
+	// channel whose close means the stream is about to be reset; only
+	// looked at, without waiting on it.
 	canceling <-chan struct{}
-}
-
-// NoteCancel tells the stream that done's close will reset it (the caller
-// arranged that, with context.AfterFunc): a receive that would read the
-// socket itself rather than wait (the lent read role, lend.go) looks at
-// done first, so that an earlier cancel wins over an answer it would read.
-// Unlike WatchCancel, the waits do not watch done.
-func (s *Stream) NoteCancel(done <-chan struct{}) {
-	c := s.conn
-	c.mu.Lock()
-	s.canceling = done
-	c.mu.Unlock()
-}
-
-// WatchCancel makes the stream's blocking calls (the waits of RecvHeaders,
-// Recv, RecvInto, WriteHeaders, WriteData, CloseSend and Release) also end
-// when done is closed: the waiting call resets the stream with CANCEL, as Reset
-// does, and returns the reset's error. It is context.AfterFunc's work
-// without its allocations, for a caller that always waits in one of these
-// calls until the stream ends (a unary call): nothing resets the stream
-// while nobody waits.
-func (s *Stream) WatchCancel(done <-chan struct{}) {
-	c := s.conn
-	c.mu.Lock()
-	s.cancel = done
-	c.mu.Unlock()
 }
 
 // waitRecvLocked parks the receiver until the reader signals s (or the
@@ -133,8 +108,8 @@ func (s *Stream) WatchCancel(done <-chan struct{}) {
 // mu held. The caller re-checks what it waits for.
 func (s *Stream) waitRecvLocked() {
 	c := s.conn
-	if isLent(c.lendState.Load()) && !s.canceled() && c.takeLent(lendCaller) {
-		// The reader lent its role (lend.go): read for ourselves.
+	if c.roleState().offered() && !s.canceled() && c.takeOffered(roleTaken) {
+		// The reader offered its role (reader.go): read for ourselves.
 		c.mu.Unlock()
 		c.readAsCaller()
 		c.mu.Lock()
@@ -152,7 +127,7 @@ func (s *Stream) waitRecvLocked() {
 	}
 }
 
-// canceled reports whether WatchCancel's or NoteCancel's channel is
+// canceled reports whether StreamOptions.Canceled's channel is
 // closed; called under mu.
 func (s *Stream) canceled() bool {
 	return isClosed(s.cancel) || isClosed(s.canceling)
@@ -182,7 +157,7 @@ func (s *Stream) park(ch chan struct{}, done <-chan struct{}) {
 	select {
 	case <-ch:
 	case <-done:
-		s.reset(h2frame.ErrCodeCancel)
+		s.Reset(h2frame.ErrCodeCancel)
 	}
 }
 
@@ -195,9 +170,9 @@ func (s *Stream) park(ch chan struct{}, done <-chan struct{}) {
 // every request of a batch) and takes them back a moment later, and the
 // garbage collector empties the pool of a process that stays idle. The free
 // list is per connection first so that a stream's reuse touches only its
-// connection's state; the pool is off when shareTimers is (tests running
-// connections in testing/synctest bubbles, whose channels must not cross
-// into another bubble).
+// connection's state. A connection made in a testing/synctest bubble keeps
+// out of the pool (Config.inBubble): its streams' channels belong to the
+// bubble and must not cross into another, nor the pool's into it.
 const (
 	maxFreeStreams  = 128
 	idleFreeStreams = 8
@@ -217,7 +192,7 @@ func (c *Conn) newStreamLocked(id uint32, local bool) *Stream {
 		s = c.freeStreams[n-1]
 		c.freeStreams[n-1] = nil
 		c.freeStreams = c.freeStreams[:n-1]
-	} else if shareTimers {
+	} else if !c.cfg.inBubble {
 		s, _ = spareStreams.Get().(*Stream)
 	}
 	if s == nil {
@@ -247,8 +222,8 @@ func (c *Conn) newStreamLocked(id uint32, local bool) *Stream {
 }
 
 // signalRecv wakes the stream's parked receiver, which from now on no
-// longer counts as waiting for frames (Conn.parked): the reader may lend
-// its role at the end of the batch that woke it (lend.go).
+// longer counts as waiting for frames (Conn.parked): the reader may offer
+// its role at the end of the batch that woke it (reader.go).
 func (s *Stream) signalRecv() {
 	if s.recvWaiting {
 		s.recvWaiting = false
@@ -340,8 +315,8 @@ func (c *Conn) streamClosedLocked(s *Stream) {
 			c.numPeer--
 			c.rememberClosedLocked(s.id)
 			if c.numPeer == 0 {
-				// The next request needs a reader (lend.go).
-				c.reclaimFreeLocked()
+				// The next request needs a reader (reader.go).
+				c.reclaimOfferedLocked()
 			}
 		}
 	}
@@ -391,45 +366,56 @@ func (c *Conn) failStreamLocked(s *Stream, err *Error) func(error) {
 	return nil
 }
 
-// ResetHandler is SetResetHook's hook as an interface, for a handler whose
-// object already exists: registering it costs no method value per stream.
+// ResetHandler is told when its stream ends abnormally (SetResetHandler).
+// An interface rather than a func, so that a handler whose object already
+// exists registers it without a method value per stream.
 type ResetHandler interface {
-	// StreamReset is called as a SetResetHook hook is.
 	StreamReset(err error)
 }
 
-// SetResetHandler is SetResetHook with h.StreamReset as the hook.
-func (s *Stream) SetResetHandler(h ResetHandler) { s.setReset(nil, h) }
-
-// hasResetHook reports whether a hook or handler is registered. Called
-// with mu held.
-func (s *Stream) hasResetHook() bool { return s.resetHook != nil || s.resetObj != nil }
-
-// resetFunc returns the registered hook as a function (a method value of
-// the handler, made only when the stream ends abnormally). Called with mu
-// held.
-func (s *Stream) resetFunc() func(error) {
-	if s.resetHook != nil {
-		return s.resetHook
+// SetResetHandler registers h, whose StreamReset is called once, without
+// holding engine locks, when the stream ends abnormally by the peer's
+// RST_STREAM, a local engine error or the connection's end (not by the
+// local user's Reset; on a server also by the local Close of the
+// connection). It runs on the reader or the closing goroutine and must not
+// block. Register it before the stream can end (on a server, inside
+// HandleStream); one registered after the stream already ended is called
+// at once.
+func (s *Stream) SetResetHandler(h ResetHandler) {
+	c := s.conn
+	c.mu.Lock()
+	if s.err != nil && (s.err.Initiator != InitiatorUser || c.role == RoleServer && c.closing) && !s.hookDone && s.state == stateClosed {
+		s.hookDone = true
+		err := s.err
+		c.mu.Unlock()
+		h.StreamReset(err)
+		return
 	}
+	s.resetObj = h
+	c.mu.Unlock()
+}
+
+// hasResetHook reports whether a handler is registered. Called with mu
+// held.
+func (s *Stream) hasResetHook() bool { return s.resetObj != nil }
+
+// resetFunc returns the registered handler as a function (a method value,
+// made only when the stream ends abnormally). Called with mu held.
+func (s *Stream) resetFunc() func(error) {
 	if s.resetObj != nil {
 		return s.resetObj.StreamReset
 	}
 	return nil
 }
 
-// NewStreamWatch is NewStreamHold followed by WatchCancel(ctx.Done()) on
-// the new stream, taking the engine's lock once for both: for a unary call,
-// whose caller waits in the stream's calls from start to end.
-func (c *Conn) NewStreamWatch(ctx context.Context, fields []hpack.HeaderField) (*Stream, error) {
-	return c.newStreamWatch(ctx, fields, false, true, ctx.Done())
-}
-
-func (c *Conn) newStream(ctx context.Context, fields []hpack.HeaderField, endStream, hold bool) (*Stream, error) {
-	return c.newStreamWatch(ctx, fields, endStream, hold, nil)
-}
-
-func (c *Conn) newStreamWatch(ctx context.Context, fields []hpack.HeaderField, endStream, hold bool, cancel <-chan struct{}) (*Stream, error) {
+// NewStream opens a client stream by sending HEADERS with fields (which
+// must include the request pseudo-headers), as opts say. When the server's
+// MAX_CONCURRENT_STREAMS is reached it waits for a slot until ctx is done
+// (returning ctx.Err()). It fails fast with an error matching
+// ErrConnClosed when the connection is closed, and with ErrGoingAway
+// (retryable: nothing was sent) after a GOAWAY. fields is borrowed until
+// return.
+func (c *Conn) NewStream(ctx context.Context, fields []hpack.HeaderField, opts StreamOptions) (*Stream, error) {
 	if c.role != RoleClient {
 		return nil, ErrWrongRole
 	}
@@ -451,7 +437,7 @@ func (c *Conn) newStreamWatch(ctx context.Context, fields []hpack.HeaderField, e
 			c.slotFree = make(chan struct{})
 		}
 		ch := c.slotFree
-		c.ensureReaderLocked() // streams end by frames from the peer
+		c.handOverToReader() // streams end by frames from the peer
 		c.mu.Unlock()
 		select {
 		case <-ch:
@@ -466,11 +452,15 @@ func (c *Conn) newStreamWatch(ctx context.Context, fields []hpack.HeaderField, e
 	}
 	s := c.newStreamLocked(c.nextID, true)
 	c.nextID += 2
-	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, endStream
-	s.sendHold = hold && !endStream
-	s.unary = hold
-	s.endQueued = endStream
-	s.cancel = cancel
+	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, opts.EndStream
+	s.sendHold = opts.Unary && !opts.EndStream
+	s.unary = opts.Unary
+	s.endQueued = opts.EndStream
+	if opts.WatchCanceled {
+		s.cancel = opts.Canceled
+	} else {
+		s.canceling = opts.Canceled
+	}
 	c.readyLocked(s)
 	if err := s.waitSendLocked(); err != nil {
 		return nil, err
@@ -508,7 +498,7 @@ func (s *Stream) waitSendHeldLocked() error {
 		}
 		s.sendWaiting = true
 		c.parked++
-		c.ensureReaderLocked() // a window update may be what it waits for
+		c.handOverToReader() // a window update may be what it waits for
 		done := s.cancel
 		c.mu.Unlock()
 		s.park(s.sendCh, done)
@@ -533,7 +523,10 @@ func (s *Stream) dropSendLocked() {
 	s.sendResult = nil
 }
 
-func (s *Stream) headers() []hpack.HeaderField {
+// Headers returns the header list that opened the stream on a server, or on
+// a client the response headers once RecvHeaders returned them (nil
+// before). The strings may be kept; the slice is valid until Release.
+func (s *Stream) Headers() []hpack.HeaderField {
 	c := s.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -543,7 +536,9 @@ func (s *Stream) headers() []hpack.HeaderField {
 	return s.hdrs
 }
 
-func (s *Stream) trailers() []hpack.HeaderField {
+// Trailers returns the trailing header list after Recv returned io.EOF, or
+// nil when the stream ended without trailers. Valid until Release.
+func (s *Stream) Trailers() []hpack.HeaderField {
 	if s.eofSeen.Load() {
 		return s.trls
 	}
@@ -553,7 +548,12 @@ func (s *Stream) trailers() []hpack.HeaderField {
 	return s.trls
 }
 
-func (s *Stream) recvHeaders() ([]hpack.HeaderField, bool, error) {
+// RecvHeaders waits for the response HEADERS on a client stream and returns
+// them, with endStream set when they ended the stream (a trailers-only
+// response: the fields are the trailers, Recv returns io.EOF). Informational
+// 1xx responses are skipped. It returns an error after a reset or when the
+// connection ends. The slice is valid until Release.
+func (s *Stream) RecvHeaders() ([]hpack.HeaderField, bool, error) {
 	if !s.local {
 		return nil, false, ErrWrongRole
 	}
@@ -579,7 +579,13 @@ func (s *Stream) recvHeaders() ([]hpack.HeaderField, bool, error) {
 	}
 }
 
-func (s *Stream) recv() (*bufpool.Buffer, error) {
+// Recv returns an owned buffer holding the next non-empty DATA payload. It
+// returns io.EOF once the peer ended the stream and every payload was
+// returned, then Trailers() holds the trailers if any; or an *Error after a
+// reset (carrying the RST_STREAM code and who sent it) or when the
+// connection ends. Returning a payload credits the stream's receive window;
+// WINDOW_UPDATE frames are batched.
+func (s *Stream) Recv() (*bufpool.Buffer, error) {
 	if s.eofSeen.Load() {
 		return nil, io.EOF
 	}
@@ -615,7 +621,11 @@ func (s *Stream) recv() (*bufpool.Buffer, error) {
 	}
 }
 
-func (s *Stream) expectMessage(n int) {
+// ExpectMessage tells the engine that the reader is about to receive n more
+// bytes on this stream (a whole gRPC message whose length prefix arrived):
+// it widens the stream's receive window at once so the message does not
+// stall on WINDOW_UPDATE round trips. n is capped by MaxExpectBytes.
+func (s *Stream) ExpectMessage(n int) {
 	if n <= 0 {
 		return
 	}
@@ -630,23 +640,11 @@ func (s *Stream) expectMessage(n int) {
 	c.mu.Unlock()
 }
 
-// WriteHeadersHold is HoldFlush followed by WriteHeaders(fields, false),
-// taking the engine's lock once instead of twice.
-func (s *Stream) WriteHeadersHold(fields []hpack.HeaderField) error {
-	return s.writeHeadersHold(fields, false, true)
-}
-
-// WriteDataHold is HoldFlush followed by WriteData(b, endStream), taking
-// the engine's lock once instead of twice. It takes ownership of b.
-func (s *Stream) WriteDataHold(b *bufpool.Buffer, endStream bool) error {
-	return s.writeDataHold(b, endStream, true)
-}
-
-func (s *Stream) writeHeaders(fields []hpack.HeaderField, end bool) error {
-	return s.writeHeadersHold(fields, end, false)
-}
-
-func (s *Stream) writeHeadersHold(fields []hpack.HeaderField, end, hold bool) error {
+// WriteHeaders sends HEADERS (and CONTINUATION) with fields, with
+// END_STREAM when endStream. On a server the first call sends the response
+// headers and a later one the trailers (which must end the stream). fields
+// is borrowed until return: it is encoded before WriteHeaders returns.
+func (s *Stream) WriteHeaders(fields []hpack.HeaderField, end bool) error {
 	c := s.conn
 	c.mu.Lock()
 	if s.writer {
@@ -674,17 +672,27 @@ func (s *Stream) writeHeadersHold(fields []hpack.HeaderField, end, hold bool) er
 		return err
 	}
 	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, end
-	s.sendHold, s.hold = s.hold || hold, false
+	s.sendHold, s.hold = s.hold, false
 	s.endQueued = end
 	c.readyLocked(s)
 	return s.waitSendLocked()
 }
 
-func (s *Stream) writeData(b *bufpool.Buffer, end bool) error {
-	return s.writeDataHold(b, end, false)
-}
-
-func (s *Stream) writeDataHold(b *bufpool.Buffer, end, hold bool) error {
+// WriteData sends b's bytes as DATA frames, splitting them by the peer's
+// max frame size and the flow-control windows, with END_STREAM on the last
+// frame when endStream. It takes ownership of b (nil is allowed: an empty
+// frame). It blocks until every byte has been handed to the connection's
+// writer (not necessarily flushed), so it waits while the windows are
+// exhausted; it returns an error, having freed b, when the stream is reset
+// or the connection ends. Exception: when another goroutine holds the
+// write role and the windows admit all of b, it returns nil at once and
+// that writer sends b (no park and wake-up per message when many streams
+// send); the stream's next write waits for it and reports the failure if
+// the stream ended before b went out (b is then freed by the engine).
+// Writes on one stream are for one goroutine at a time: a WriteData or
+// WriteHeaders that finds another goroutine's write still waiting for
+// window fails with ErrConcurrentWrite and sends nothing.
+func (s *Stream) WriteData(b *bufpool.Buffer, end bool) error {
 	c := s.conn
 	c.mu.Lock()
 	if s.writer {
@@ -719,7 +727,7 @@ func (s *Stream) writeDataHold(b *bufpool.Buffer, end, hold bool) error {
 		return err
 	}
 	s.sendKind, s.sendBuf, s.sendOff, s.sendEnd = sendData, b, 0, end
-	s.sendHold, s.hold = s.hold || hold, false
+	s.sendHold, s.hold = s.hold, false
 	s.endQueued = end
 	c.readyLocked(s)
 	if c.writing && !c.closing && !s.sendHold {
@@ -752,7 +760,10 @@ func (s *Stream) waitAsyncLocked() error {
 	return s.waitSendHeldLocked()
 }
 
-func (s *Stream) reset(code h2frame.ErrCode) {
+// Reset abandons the stream: it sends RST_STREAM with code (unless the
+// stream is already closed), frees every queued payload, and makes pending
+// and later calls fail with an *Error whose Initiator is InitiatorUser.
+func (s *Stream) Reset(code h2frame.ErrCode) {
 	c := s.conn
 	c.mu.Lock()
 	if s.state == stateClosed {
@@ -775,14 +786,21 @@ func (s *Stream) reset(code h2frame.ErrCode) {
 	c.mu.Unlock()
 }
 
-func (s *Stream) holdFlush() {
+// HoldFlush lets the stream's next WriteHeaders or WriteData return with
+// its frames encoded but not yet flushed, when nothing else is waiting to
+// be written: the write after it sends both in one syscall (response
+// headers and a message, or the last message and the trailers). The caller
+// must write again at once; until then those bytes wait.
+func (s *Stream) HoldFlush() {
 	c := s.conn
 	c.mu.Lock()
 	s.hold = true
 	c.mu.Unlock()
 }
 
-func (s *Stream) doneCh() <-chan struct{} {
+// Done is closed once the stream is closed: both halves ended, reset by
+// either side, or the connection ended.
+func (s *Stream) Done() <-chan struct{} {
 	c := s.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -795,7 +813,9 @@ func (s *Stream) doneCh() <-chan struct{} {
 	return s.done
 }
 
-func (s *Stream) errNow() error {
+// Err returns why the stream closed abnormally (an *Error), or nil while it
+// is open or when it ended normally.
+func (s *Stream) Err() error {
 	c := s.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -805,28 +825,11 @@ func (s *Stream) errNow() error {
 	return s.err
 }
 
-func (s *Stream) setResetHook(f func(error)) { s.setReset(f, nil) }
-
-// setReset registers f, or h when f is nil, as the stream's reset hook.
-func (s *Stream) setReset(f func(error), h ResetHandler) {
-	c := s.conn
-	c.mu.Lock()
-	if s.err != nil && (s.err.Initiator != InitiatorUser || c.role == RoleServer && c.closing) && !s.hookDone && s.state == stateClosed {
-		s.hookDone = true
-		err := s.err
-		c.mu.Unlock()
-		if f != nil {
-			f(err)
-		} else {
-			h.StreamReset(err)
-		}
-		return
-	}
-	s.resetHook, s.resetObj = f, h
-	c.mu.Unlock()
-}
-
-func (s *Stream) release() {
+// Release tells the engine the caller is done with the stream so its
+// object can be reused. It is optional; after it the Stream must not be
+// used. A payload a WriteData left to another writer (see WriteData) is
+// sent first. Releasing a stream that is still open resets it with CANCEL.
+func (s *Stream) Release() {
 	c := s.conn
 	if c == nil {
 		return
@@ -852,7 +855,7 @@ func (s *Stream) release() {
 	if c.numLocal+c.numPeer == 0 {
 		keep = idleFreeStreams
 		if n := len(c.freeStreams); n > keep {
-			if shareTimers {
+			if !c.cfg.inBubble {
 				for _, f := range c.freeStreams[keep:] {
 					spareStreams.Put(f)
 				}

@@ -40,7 +40,7 @@ func TestStressMixed(t *testing.T) {
 						payload[i] = byte(r.Uint32())
 					}
 					if r.IntN(4) == 0 {
-						s, err := p.client.NewStream(context.Background(), reqFields("/reset"), false)
+						s, err := p.client.NewStream(context.Background(), reqFields("/reset"), StreamOptions{})
 						if err != nil {
 							t.Error(err)
 							return
@@ -50,7 +50,7 @@ func TestStressMixed(t *testing.T) {
 						s.Release()
 						continue
 					}
-					s, err := p.client.NewStream(context.Background(), reqFields("/echo"), false)
+					s, err := p.client.NewStream(context.Background(), reqFields("/echo"), StreamOptions{})
 					if err != nil {
 						t.Error(err)
 						return

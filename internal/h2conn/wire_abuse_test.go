@@ -29,7 +29,9 @@ func TestWireRapidReset(t *testing.T) {
 			burst = h2test.AppendFrame(burst, h2frame.TypeRSTStream, 0, id, []byte{0, 0, 0, byte(h2frame.ErrCodeCancel)})
 		}
 		p.WriteBytes(burst) // 3000 resets at once
-		st.wantConnError(h2frame.ErrCodeEnhanceYourCalm)
+		if e := st.wantConnError(h2frame.ErrCodeEnhanceYourCalm); e != nil && e.Reason != "reset_flood" {
+			t.Errorf("reason %q; want reset_flood", e.Reason)
+		}
 	})
 }
 
@@ -47,7 +49,9 @@ func TestWireEmptyDataFlood(t *testing.T) {
 			burst = h2test.AppendFrame(burst, h2frame.TypeData, 0, 1, nil)
 		}
 		p.WriteBytes(burst)
-		st.wantConnError(h2frame.ErrCodeEnhanceYourCalm)
+		if e := st.wantConnError(h2frame.ErrCodeEnhanceYourCalm); e != nil && e.Reason != "empty_data_flood" {
+			t.Errorf("reason %q; want empty_data_flood", e.Reason)
+		}
 	})
 }
 
@@ -204,7 +208,7 @@ func TestWireClientMaxConcurrentLowered(t *testing.T) {
 		p.WantSettingsAck()
 		opened := make(chan *h2conn.Stream, 1)
 		go func() {
-			s, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/3")...), true)
+			s, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/3")...), h2conn.StreamOptions{EndStream: true})
 			if err != nil {
 				t.Errorf("queued NewStream: %v", err)
 			}

@@ -41,7 +41,7 @@ func TestWireClientRoundTrip(t *testing.T) {
 		ct := newClientTest(t, h2conn.Config{}, wireOpts{})
 		p := ct.peer
 		p.Greet()
-		s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/svc/M", "content-type", "application/grpc")...), false)
+		s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/svc/M", "content-type", "application/grpc")...), h2conn.StreamOptions{})
 		if err != nil {
 			t.Fatalf("NewStream: %v", err)
 		}
@@ -169,7 +169,7 @@ func TestWireClientGoAway(t *testing.T) {
 		case <-time.After(time.Second):
 			t.Fatalf("GoingAway not closed after GOAWAY")
 		}
-		if _, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/5")...), true); !errors.Is(err, h2conn.ErrGoingAway) {
+		if _, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/5")...), h2conn.StreamOptions{EndStream: true}); !errors.Is(err, h2conn.ErrGoingAway) {
 			t.Fatalf("NewStream after GOAWAY: %v; want ErrGoingAway", err)
 		}
 		p.WriteHeaders(1, true, ":status", "200")
@@ -190,7 +190,7 @@ func TestWireClientQueueing(t *testing.T) {
 		ct.open("/1", true)
 		opened := make(chan *h2conn.Stream, 1)
 		go func() {
-			s, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/3")...), true)
+			s, err := ct.conn.NewStream(ctx, h2test.Fields(reqFields("/3")...), h2conn.StreamOptions{EndStream: true})
 			if err != nil {
 				t.Errorf("queued NewStream: %v", err)
 				close(opened)
@@ -213,7 +213,7 @@ func TestWireClientQueueing(t *testing.T) {
 		p.WriteHeaders(3, false, ":status", "200") // stream 3 stays open
 		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
-		if _, err := ct.conn.NewStream(cctx, h2test.Fields(reqFields("/5")...), true); !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := ct.conn.NewStream(cctx, h2test.Fields(reqFields("/5")...), h2conn.StreamOptions{EndStream: true}); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("NewStream with no slot and a short context: %v; want DeadlineExceeded", err)
 		}
 	})
@@ -261,7 +261,7 @@ func TestWireClientKeepalive(t *testing.T) {
 		case <-time.After(time.Second):
 			t.Fatalf("connection not done after the keepalive timeout")
 		}
-		if _, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), true); !errors.Is(err, h2conn.ErrConnClosed) {
+		if _, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), h2conn.StreamOptions{EndStream: true}); !errors.Is(err, h2conn.ErrConnClosed) {
 			t.Errorf("NewStream on a dead connection: %v; want ErrConnClosed", err)
 		}
 	})
@@ -321,7 +321,7 @@ func TestWireClientLargeUpload(t *testing.T) {
 		for i := range body {
 			body[i] = byte(i)
 		}
-		s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/up")...), false)
+		s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/up")...), h2conn.StreamOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -377,7 +377,7 @@ func TestWireClientLargeHeadersContinuation(t *testing.T) {
 		p.Greet()
 		big := strings.Repeat("0123456789", 5000) // 50 KB: about 31 KB with Huffman
 		fields := h2test.Fields(reqFields("/", "x-big", big)...)
-		s, err := ct.conn.NewStream(context.Background(), fields, true)
+		s, err := ct.conn.NewStream(context.Background(), fields, h2conn.StreamOptions{EndStream: true})
 		if err != nil {
 			t.Fatal(err)
 		}

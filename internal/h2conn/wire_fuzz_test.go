@@ -7,6 +7,7 @@ package h2conn_test
 // seeds below as a regular test.
 
 import (
+	"bytes"
 	"io"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/leangrpc/leangrpc/internal/h2conn"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
 	"github.com/leangrpc/leangrpc/internal/h2test"
+	"github.com/leangrpc/leangrpc/internal/hpack"
 )
 
 func wireFuzzSeeds() [][]byte {
@@ -51,9 +53,50 @@ func wireFuzzSeeds() [][]byte {
 		cat(settings, rapid),
 		cat(settings, headers(1, h2frame.FlagEndHeaders, []byte{0xff, 0xff, 0xff, 0xff})), // bad HPACK
 		cat(settings, h2test.AppendFrame(nil, 0x42, 0xff, 5, []byte("unknown"))),
+		writerSeed(func(w *h2frame.Writer) {
+			w.WriteHeaders(1, false, fields("/a"))
+			w.WriteData(1, true, []byte("hello"))
+			w.WritePing(false, [8]byte{1})
+		}),
+		writerSeed(func(w *h2frame.Writer) {
+			w.WriteHeaders(1, false, fields("/a"))
+			w.WriteRSTStream(1, h2frame.ErrCodeCancel)
+			w.WriteHeaders(3, true, fields("/b"))
+			w.WriteWindowUpdate(0, 1000)
+			w.WriteWindowUpdate(3, 1000)
+			w.WriteSettings(h2frame.Setting{ID: h2frame.SettingInitialWindowSize, Val: 1})
+			w.WriteGoAway(0, h2frame.ErrCodeNo, nil)
+		}),
+		writerSeed(func(w *h2frame.Writer) {
+			w.WriteData(1, false, []byte("idle"))
+		}),
+		writerSeed(func(w *h2frame.Writer) {
+			w.WriteHeaders(1, false, fields("/a"))
+			w.WriteHeaders(1, false, fields("/a"))
+			w.WriteSettingsAck()
+			w.WritePriority(1, h2frame.Priority{StreamDep: 1})
+		}),
 	}
 }
 
+// writerSeed builds a client byte stream after the preface with our frame
+// writer: SETTINGS, then what build writes.
+func writerSeed(build func(w *h2frame.Writer)) []byte {
+	var buf bytes.Buffer
+	w := h2frame.NewWriter(&buf, h2frame.WriterConfig{})
+	w.WriteSettings(h2frame.Setting{ID: h2frame.SettingInitialWindowSize, Val: 1 << 16})
+	build(w)
+	w.Flush()
+	w.Close()
+	return buf.Bytes()
+}
+
+// fields are the header fields of a plain POST to path.
+func fields(path string) []hpack.HeaderField { return h2test.Fields(reqFields(path)...) }
+
+// FuzzWireServer feeds arbitrary bytes, after the preface, to a server
+// engine: it must never panic, must end when the input ends, must not
+// leave handlers blocked, and must give every pooled buffer back.
 func FuzzWireServer(f *testing.F) {
 	for _, s := range wireFuzzSeeds() {
 		f.Add(s)

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -60,16 +59,10 @@ const quiet = 200 * time.Millisecond
 func wireRun(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
 	if wireSynctest {
-		// The engine keeps Stream objects, with their channels, in a
-		// process-wide sync.Pool. A channel made in one bubble must not be
-		// used from another (a fatal error), nor one made outside from
-		// inside (it would not block durably): two collections empty
-		// every sync.Pool, so each bubble starts with streams of its own.
-		runtime.GC()
-		runtime.GC()
+		// A connection made in the bubble keeps its streams out of the
+		// process-wide spare pool, and its timers in the bubble
+		// (h2conn's bubble.go).
 		synctest.Test(t, f)
-		runtime.GC()
-		runtime.GC()
 		return
 	}
 	f(t)
@@ -220,8 +213,8 @@ func (st *serverTest) serveResult() error {
 
 // wantConnError checks the whole connection-error sequence: GOAWAY with
 // code, the connection closed, and Serve returning an engine-initiated
-// *h2conn.Error with code.
-func (st *serverTest) wantConnError(code h2frame.ErrCode) {
+// *h2conn.Error with code, which it returns (nil when it is not one).
+func (st *serverTest) wantConnError(code h2frame.ErrCode) *h2conn.Error {
 	st.t.Helper()
 	st.peer.WantGoAway(code)
 	st.peer.WantClosed()
@@ -229,9 +222,11 @@ func (st *serverTest) wantConnError(code h2frame.ErrCode) {
 	var e *h2conn.Error
 	if !errors.As(err, &e) || e.Code != code || e.StreamID != 0 {
 		st.t.Errorf("Serve returned %v; want a connection *h2conn.Error with code %v", err, code)
+		return nil
 	} else if e.Initiator != h2conn.InitiatorEngine {
 		st.t.Errorf("Serve's error initiator is %v; want engine", e.Initiator)
 	}
+	return e
 }
 
 // wantStreamOrConnError accepts either a RST_STREAM on id with code or a
@@ -368,7 +363,7 @@ func newClientTest(t *testing.T, cfg h2conn.Config, o wireOpts) *clientTest {
 // the test ends.
 func (ct *clientTest) open(path string, endStream bool) *h2conn.Stream {
 	ct.t.Helper()
-	s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields(path)...), endStream)
+	s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields(path)...), h2conn.StreamOptions{EndStream: endStream})
 	if err != nil {
 		ct.t.Fatalf("NewStream: %v", err)
 	}

@@ -30,6 +30,11 @@ func TestWireMaxConnectionIdle(t *testing.T) {
 		if d := time.Since(start); d < 500*time.Millisecond-early() || d > 500*time.Millisecond+slack() {
 			t.Errorf("GOAWAY after %v idle; want 500ms", d)
 		}
+		// The first GOAWAY comes with a PING, which the peer answers; the
+		// final one refuses every stream.
+		if g := p.WantGoAway(h2frame.ErrCodeNo); g.LastStreamID() != 0 {
+			t.Errorf("final GOAWAY last stream %d; want 0", g.LastStreamID())
+		}
 		p.WantClosed()
 		if err := st.serveResult(); err != nil {
 			t.Errorf("Serve after an idle close: %v; want nil", err)
@@ -81,6 +86,11 @@ func TestWireServerKeepalive(t *testing.T) {
 		p.WantClosed()
 		if el := time.Since(start); el < 200*time.Millisecond-early() || el > 200*time.Millisecond+slack() {
 			t.Errorf("closed %v after the unanswered PING; want 200ms", el)
+		}
+		st.serveResult()
+		var e *h2conn.Error
+		if err := st.conn.Err(); !errors.As(err, &e) || e.Reason != "keepalive_timeout" {
+			t.Errorf("Err after an unanswered keepalive PING: %v; want keepalive_timeout", err)
 		}
 	})
 }
@@ -309,7 +319,7 @@ func TestWireClientStreamIDs(t *testing.T) {
 		p := ct.peer
 		p.Greet()
 		for _, want := range []uint32{1, 3, 5} {
-			s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), true)
+			s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), h2conn.StreamOptions{EndStream: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -367,7 +377,7 @@ func TestWireClientClose(t *testing.T) {
 		if _, _, err := s.RecvHeaders(); !errors.Is(err, h2conn.ErrConnClosed) {
 			t.Errorf("RecvHeaders after Close: %v; want ErrConnClosed", err)
 		}
-		if _, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), true); !errors.Is(err, h2conn.ErrConnClosed) {
+		if _, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/")...), h2conn.StreamOptions{EndStream: true}); !errors.Is(err, h2conn.ErrConnClosed) {
 			t.Errorf("NewStream after Close: %v; want ErrConnClosed", err)
 		}
 	})

@@ -34,7 +34,7 @@ func TestWireClientNoServerStreamLimit(t *testing.T) {
 		p.Greet()
 		const n = 120
 		for i := 0; i < n; i++ {
-			s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/svc/M")...), false)
+			s, err := ct.conn.NewStream(context.Background(), h2test.Fields(reqFields("/svc/M")...), h2conn.StreamOptions{})
 			if err != nil {
 				t.Fatalf("NewStream %d: %v", i, err)
 			}

@@ -103,10 +103,10 @@ func (c *Conn) queueCtrlLocked(f ctrlFrame, fromPeer bool) {
 	c.wantWrite = true
 }
 
-// kickLocked makes sure queued frames get written without blocking the
+// ensureWriterLocked makes sure queued frames get written without blocking the
 // caller: it hands the write role to a parked sender or starts a writer
 // goroutine. Used by the reader and by timers.
-func (c *Conn) kickLocked() {
+func (c *Conn) ensureWriterLocked() {
 	if c.writing || c.closing || !c.wantWrite {
 		return
 	}
@@ -161,7 +161,7 @@ func (c *Conn) writeLoop(self *Stream) {
 	for {
 		if !c.closing {
 			c.wantWrite = false
-			c.soloBatch = self != nil && len(c.ctrl) == 0 && (c.soloBatch || c.fw.Buffered() == 0)
+			c.heldBatch = self != nil && len(c.ctrl) == 0 && (c.heldBatch || c.fw.Buffered() == 0)
 			c.applyPeerSettingsLocked()
 			c.encodeCtrlLocked()
 			c.encodeStreamsLocked(self, &wb)
@@ -169,7 +169,7 @@ func (c *Conn) writeLoop(self *Stream) {
 		if c.fw.Buffered() == 0 {
 			break
 		}
-		if self != nil && self.sendHold && self.sendKind == sendNone && c.soloBatch && !c.closing {
+		if self != nil && self.sendHold && self.sendKind == sendNone && c.heldBatch && !c.closing {
 			// HoldFlush: only this stream's frames are waiting, and its
 			// caller writes again at once. Any later writer flushes them.
 			self.sendHold = false
@@ -192,8 +192,8 @@ func (c *Conn) writeLoop(self *Stream) {
 			}
 			corks = maxCorkYields
 		}
-		c.soloBatch = false
-		fs, kind := c.flushReaderLocked(self)
+		c.heldBatch = false
+		fs, kind := c.flushWaitLocked(self)
 		c.mu.Unlock()
 		wb.wake()
 		if fs != nil {
@@ -284,7 +284,7 @@ func (c *Conn) encodeStreamsLocked(self *Stream, wb *wakeBatch) {
 			s := c.ready.pop()
 			p, keep := c.encodeOneLocked(s, &budget, wb)
 			if p && s != self {
-				c.soloBatch = false
+				c.heldBatch = false
 			}
 			progress = progress || p
 			if keep {

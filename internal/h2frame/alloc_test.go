@@ -28,13 +28,13 @@ func (l *loopReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// loopReady is loopReader as a ReadySource delivering at most max bytes.
+// loopReady is loopReader as a BufferSource delivering at most max bytes.
 type loopReady struct {
 	loopReader
 	max int
 }
 
-func (l *loopReady) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+func (l *loopReady) NextBuffer(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
 	b := pool.Get(size)
 	n, _ := l.Read(b.Bytes()[:min(size, l.max)])
 	b.SetLen(n)

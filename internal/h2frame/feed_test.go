@@ -33,18 +33,34 @@ func TestWholeFrames(t *testing.T) {
 	}
 }
 
-// noSource is a ReadySource that fails the test when read: ReadBuffered
-// must never touch the source.
-type noSource struct{ t testing.TB }
-
-func (s noSource) Read([]byte) (int, error) {
-	s.t.Error("ReadBuffered read the source")
-	return 0, io.EOF
+// fedSource is a BufferSource that gives only the buffers handed to it
+// (give), as h2conn's reader does with the bytes of a ReadEach: ErrWouldBlock
+// when it holds none, and errMidFrame when the Reader reads to complete a
+// frame, which whole frames (WholeFrames) never make it do.
+type fedSource struct {
+	t    testing.TB
+	next *bufpool.Buffer
 }
 
-func (s noSource) ReadReady(*bufpool.Pool, int) (*bufpool.Buffer, error) {
-	s.t.Error("ReadBuffered read the source")
-	return nil, io.EOF
+var errMidFrame = errors.New("fed bytes end inside a frame")
+
+func (s *fedSource) Read([]byte) (int, error) { return 0, errMidFrame }
+
+func (s *fedSource) NextBuffer(*bufpool.Pool, int) (*bufpool.Buffer, error) {
+	b := s.next
+	if b == nil {
+		return nil, ErrWouldBlock
+	}
+	s.next = nil
+	return b, nil
+}
+
+// give makes b the source's next bytes.
+func (s *fedSource) give(b *bufpool.Buffer) {
+	if s.next != nil {
+		s.t.Fatal("a buffer given before the Reader took the last one")
+	}
+	s.next = b
 }
 
 func feedBuffer(pool *bufpool.Pool, p []byte) *bufpool.Buffer {
@@ -53,99 +69,93 @@ func feedBuffer(pool *bufpool.Pool, p []byte) *bufpool.Buffer {
 	return b
 }
 
-func TestFeed(t *testing.T) {
+// A Reader over a source that gives buffers one at a time parses each, a
+// header block across two of them, and says ErrWouldBlock between them,
+// holding nothing then.
+func TestBufferSource(t *testing.T) {
 	pool := bufpool.New(nil)
-	r := NewReader(noSource{t}, ReaderConfig{Pool: pool})
-	if !r.Drained() {
-		t.Fatal("new pooled Reader not Drained")
+	src := &fedSource{t: t}
+	r := NewReader(src, ReaderConfig{Pool: pool})
+	if !r.Empty() {
+		t.Fatal("new pooled Reader not Empty")
+	}
+	if f, err := r.ReadFrame(); f != nil || err != ErrWouldBlock {
+		t.Fatalf("nothing given: %v, %v; want ErrWouldBlock", f, err)
 	}
 	hdrs := encodeBlock(":path", "/x")
-	r.Feed(feedBuffer(pool, cat(frameBytes(TypeData, 0, 1, []byte("abc")), frameBytes(TypeHeaders, 0, 1, hdrs[:1]))))
-	if r.Drained() {
-		t.Fatal("Drained with bytes fed")
-	}
-	f, err := r.ReadBuffered()
+	src.give(feedBuffer(pool, cat(frameBytes(TypeData, 0, 1, []byte("abc")), frameBytes(TypeHeaders, 0, 1, hdrs[:1]))))
+	f, err := r.ReadFrame()
 	if df, ok := f.(*DataFrame); err != nil || !ok || string(df.Data.Bytes()) != "abc" {
 		t.Fatalf("first frame: %v, %v", f, err)
 	}
 	f.(*DataFrame).Data.Free()
 	// The HEADERS frame opens a block; its CONTINUATION comes in the next
 	// read.
-	if f, err := r.ReadBuffered(); f != nil || err != ErrWouldBlock {
+	if f, err := r.ReadFrame(); f != nil || err != ErrWouldBlock {
 		t.Fatalf("inside a header block, fed bytes used up: %v, %v; want ErrWouldBlock", f, err)
 	}
-	if !r.Drained() {
-		t.Fatal("not Drained after ErrWouldBlock")
+	if !r.Empty() {
+		t.Fatal("not Empty after ErrWouldBlock")
 	}
-	r.Feed(feedBuffer(pool, frameBytes(TypeContinuation, FlagEndHeaders, 1, hdrs[1:])))
-	f, err = r.ReadBuffered()
+	src.give(feedBuffer(pool, frameBytes(TypeContinuation, FlagEndHeaders, 1, hdrs[1:])))
+	f, err = r.ReadFrame()
 	if hf, ok := f.(*HeadersFrame); err != nil || !ok || len(hf.Fields) != 1 || hf.Fields[0].Value != "/x" {
 		t.Fatalf("header block over two feeds: %v, %v", f, err)
 	}
-	if _, err := r.ReadBuffered(); err != ErrWouldBlock {
+	if _, err := r.ReadFrame(); err != ErrWouldBlock {
 		t.Fatalf("all used: %v, want ErrWouldBlock", err)
 	}
 	if r.HoldsReadBuffer() || r.HoldsScratch() {
 		t.Fatalf("with nothing buffered: holds a read buffer %v, scratch %v", r.HoldsReadBuffer(), r.HoldsScratch())
 	}
 
-	// Shed drops the scratch a Drained Reader keeps after its last frame
-	// (ReadFrame and ReadBuffered let it go only when they next wait), and
-	// nothing while bytes are buffered.
-	r.Feed(feedBuffer(pool, cat(frameBytes(TypePing, 0, 0, make([]byte, 8)), frameBytes(TypePing, 0, 0, make([]byte, 8)))))
-	r.ReadBuffered()
-	r.Shed()
+	// ReleaseScratch drops the scratch an Empty Reader keeps after its
+	// last frame (ReadFrame lets it go only when it next asks its source),
+	// and nothing while bytes are buffered.
+	src.give(feedBuffer(pool, cat(frameBytes(TypePing, 0, 0, make([]byte, 8)), frameBytes(TypePing, 0, 0, make([]byte, 8)))))
+	r.ReadFrame()
+	r.ReleaseScratch()
 	if !r.HoldsScratch() || !r.HoldsReadBuffer() {
-		t.Fatal("Shed with a frame still buffered dropped what it holds")
+		t.Fatal("ReleaseScratch with a frame still buffered dropped what it holds")
 	}
-	r.ReadBuffered()
-	if !r.Drained() || !r.HoldsScratch() {
-		t.Fatalf("after the last frame: Drained %v, scratch %v; want true, true", r.Drained(), r.HoldsScratch())
+	r.ReadFrame()
+	if !r.Empty() || !r.HoldsScratch() {
+		t.Fatalf("after the last frame: Empty %v, scratch %v; want true, true", r.Empty(), r.HoldsScratch())
 	}
-	r.Shed()
+	r.ReleaseScratch()
 	if r.HoldsScratch() {
-		t.Fatal("Shed on a Drained Reader kept its scratch")
+		t.Fatal("ReleaseScratch on an Empty Reader kept its scratch")
 	}
 	r.Close()
 	if n := pool.Outstanding(); n != 0 {
 		t.Fatalf("pool.Outstanding() = %d, want 0", n)
 	}
 
-	// Bytes that end inside a frame fail the Reader instead of reading.
-	r = NewReader(noSource{t}, ReaderConfig{Pool: pool})
-	r.Feed(feedBuffer(pool, frameBytes(TypePing, 0, 0, make([]byte, 8))[:12]))
-	if _, err := r.ReadBuffered(); !errors.Is(err, errNotBuffered) {
-		t.Fatalf("partial frame: %v, want errNotBuffered", err)
-	}
-	r.Close()
-
-	// Feeding a Reader that still holds bytes fails it; the buffer is
-	// freed.
-	r = NewReader(noSource{t}, ReaderConfig{Pool: pool})
-	r.Feed(feedBuffer(pool, cat(frameBytes(TypePing, 0, 0, make([]byte, 8)), frameBytes(TypePing, 0, 0, make([]byte, 8)))))
-	if _, err := r.ReadBuffered(); err != nil {
-		t.Fatal(err)
-	}
-	r.Feed(feedBuffer(pool, frameBytes(TypePing, 0, 0, make([]byte, 8))))
-	if _, err := r.ReadBuffered(); err == nil || !strings.Contains(err.Error(), "Feed") {
-		t.Fatalf("after a Feed out of order: %v, want the Reader failed", err)
+	// Bytes that end inside a frame make the Reader read the source for
+	// the rest, and fail with what the source says.
+	src = &fedSource{t: t}
+	r = NewReader(src, ReaderConfig{Pool: pool})
+	src.give(feedBuffer(pool, frameBytes(TypePing, 0, 0, make([]byte, 8))[:12]))
+	if _, err := r.ReadFrame(); !errors.Is(err, errMidFrame) {
+		t.Fatalf("partial frame: %v, want errMidFrame", err)
 	}
 	r.Close()
 	if n := pool.Outstanding(); n != 0 {
 		t.Fatalf("pool.Outstanding() = %d, want 0", n)
 	}
 
-	// An unpooled Reader is never Drained: its caller does not feed it.
-	if NewReader(noSource{t}, ReaderConfig{Pool: pool, NoPooledReads: true}).Drained() {
-		t.Fatal("unpooled Reader Drained")
+	// An unpooled Reader is never Empty: it keeps its read buffer.
+	if NewReader(src, ReaderConfig{Pool: pool, NoPooledReads: true}).Empty() {
+		t.Fatal("unpooled Reader Empty")
 	}
 }
 
-// FuzzFeed cuts arbitrary bytes at frame boundaries into reads, Feeds them
-// one by one and parses each with ReadBuffered, as h2conn's driven reader
-// does. It checks that ReadBuffered never reads the source nor meets a
-// frame cut short (WholeFrames held), and that it parses what ReadFrame
-// parses from the same bytes in one piece: the same frames and errors.
+// FuzzFeed cuts arbitrary bytes at frame boundaries into reads, gives them
+// one by one through a source that has nothing else (fedSource), as
+// h2conn's reader does in sockio's ReadEach, and parses each. It checks that the Reader
+// never reads the source for the rest of a frame (WholeFrames held), and
+// that it parses what it parses from the same bytes in one piece: the same
+// frames and errors.
 func FuzzFeed(f *testing.F) {
 	for _, s := range fuzzSeeds(f) {
 		f.Add(uint8(1), s)
@@ -169,7 +179,8 @@ func FuzzFeed(f *testing.F) {
 		want := summarize(ref, func(r *Reader) (Frame, error) { return r.ReadFrame() })
 		ref.Close()
 
-		r := NewReader(noSource{t}, cfg)
+		src := &fedSource{t: t}
+		r := NewReader(src, cfg)
 		var got []string
 		off, frames := 0, 0
 		per = per%8 + 1
@@ -182,13 +193,13 @@ func FuzzFeed(f *testing.F) {
 			if !WholeFrames(wire[off:k]) {
 				t.Fatalf("frames %d.. are not whole", frames)
 			}
-			if !r.Drained() {
-				t.Fatal("not Drained after ErrWouldBlock")
+			if !r.Empty() {
+				t.Fatal("not Empty after ErrWouldBlock")
 			}
-			r.Feed(feedBuffer(fuzzPool, wire[off:k]))
+			src.give(feedBuffer(fuzzPool, wire[off:k]))
 			off = k
 			frames += int(per)
-			got = append(got, summarize(r, func(r *Reader) (Frame, error) { return r.ReadBuffered() })...)
+			got = append(got, summarize(r, func(r *Reader) (Frame, error) { return r.ReadFrame() })...)
 			if got[len(got)-1] == "would block" {
 				got = got[:len(got)-1]
 			}

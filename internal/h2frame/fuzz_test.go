@@ -98,7 +98,7 @@ func fuzzFrameOne(t *testing.T, in []byte) {
 	}
 	r := newReader()
 	// forgetful reads the same bytes without replaying header blocks
-	// (seen.go): both must return the same.
+	// (replay.go): both must return the same.
 	forgetful := newReader()
 	defer forgetful.Close()
 	for range 1000 {

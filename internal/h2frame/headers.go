@@ -163,7 +163,7 @@ func (r *Reader) finishBlock(block []byte) (Frame, error) {
 	}
 	clear(f.Fields) // drop references to the last block's strings
 	f.Fields = f.Fields[:0]
-	invalid, replayed := r.replaySeen(block, f)
+	invalid, replayed := r.replayBlock(block, f)
 	if !replayed {
 		changed, err := r.decodeBlock(block)
 		if err == hpack.ErrListTooLarge {
@@ -173,7 +173,7 @@ func (r *Reader) finishBlock(block []byte) (Frame, error) {
 		}
 		invalid = checkFields(f.Fields)
 		if err == nil && !changed {
-			r.rememberSeen(block, f.Fields, invalid)
+			r.rememberBlock(block, f.Fields, invalid)
 		}
 	}
 	f.Flags |= FlagEndHeaders

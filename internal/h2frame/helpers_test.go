@@ -50,14 +50,14 @@ func (c *chopReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// fakeReady is a ReadySource over a byte slice, delivering chunks of at
+// fakeReady is a BufferSource over a byte slice, delivering chunks of at
 // most max bytes, that records how many buffers it handed out.
 type fakeReady struct {
 	chopReader
 	readies int
 }
 
-func (f *fakeReady) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+func (f *fakeReady) NextBuffer(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
 	if len(f.data) == 0 {
 		return nil, io.EOF
 	}

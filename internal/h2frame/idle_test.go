@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
@@ -93,7 +92,7 @@ func TestReaderShedsScratchWhenIdle(t *testing.T) {
 	needHPACK(t)
 	var wire bytes.Buffer
 	w := NewWriter(&wire, WriterConfig{})
-	// One frame per ReadReady: each ReadFrame finds nothing buffered.
+	// One frame per NextBuffer: each ReadFrame finds nothing buffered.
 	src := &chunkReady{}
 	for range 2 {
 		for _, write := range []func(){
@@ -159,7 +158,7 @@ func TestReaderKeepsFramesInsideBlock(t *testing.T) {
 	}
 	block := wire.Bytes()[HeaderLen:]
 	// HEADERS with a priority and the first byte of the block, then
-	// CONTINUATION with the rest, each in its own ReadReady; another
+	// CONTINUATION with the rest, each in its own NextBuffer; another
 	// Reader takes frames from the pool in between.
 	prio := []byte{0, 0, 0, 3, 7}
 	src := &chunkReady{chunks: [][]byte{
@@ -200,19 +199,19 @@ func TestReaderKeepsFramesInsideBlock(t *testing.T) {
 	}
 }
 
-// chunkReady is a ReadySource handing out one chunk per ReadReady. It
+// chunkReady is a BufferSource handing out one chunk per NextBuffer. It
 // records how often it found its Reader without scratch space.
 type chunkReady struct {
 	chunks      [][]byte
 	r           *Reader
 	waits       int
 	idleScratch int
-	onWait      func() // called by each ReadReady, if set
+	onWait      func() // called by each NextBuffer, if set
 }
 
 func (c *chunkReady) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
 
-func (c *chunkReady) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+func (c *chunkReady) NextBuffer(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
 	c.waits++
 	if c.onWait != nil {
 		c.onWait()
@@ -228,16 +227,16 @@ func (c *chunkReady) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, e
 	return b, nil
 }
 
-// tryChunks is a TryReadySource over chunks, where a nil chunk means
-// "nothing there yet": TryReadReady consumes it and reports no bytes, and
-// ReadReady (the waiting read) skips it. It records how the Reader read.
-type tryChunks struct {
+// readyChunks is a BufferSource over chunks, where a nil chunk means
+// "nothing there yet": NextBuffer says ErrWouldBlock for it. It records
+// how the Reader read.
+type readyChunks struct {
 	chunks       [][]byte
-	tries, waits int
+	waits, nexts int
 }
 
 // Read is the blocking read the Reader uses to complete a frame.
-func (c *tryChunks) Read(p []byte) (int, error) {
+func (c *readyChunks) Read(p []byte) (int, error) {
 	c.waits++
 	for len(c.chunks) > 0 && c.chunks[0] == nil {
 		c.chunks = c.chunks[1:]
@@ -254,162 +253,46 @@ func (c *tryChunks) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (c *tryChunks) next(pool *bufpool.Pool, try bool) (*bufpool.Buffer, error) {
-	for len(c.chunks) > 0 {
-		ch := c.chunks[0]
-		c.chunks = c.chunks[1:]
-		if ch == nil {
-			if try {
-				return nil, nil
-			}
-			continue
-		}
-		return pool.Copy(ch), nil
+func (c *readyChunks) NextBuffer(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+	c.nexts++
+	if len(c.chunks) == 0 {
+		return nil, io.EOF
 	}
-	return nil, io.EOF
+	ch := c.chunks[0]
+	c.chunks = c.chunks[1:]
+	if ch == nil {
+		return nil, ErrWouldBlock
+	}
+	return pool.Copy(ch), nil
 }
 
-func (c *tryChunks) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
-	c.waits++
-	return c.next(pool, false)
-}
-
-func (c *tryChunks) TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
-	c.tries++
-	return c.next(pool, true)
-}
-
-// TestTryReadFrame checks that TryReadFrame returns ErrWouldBlock only where
-// no byte of a next frame is there (also between the frames of a header
-// block), holding nothing then, that the Reader goes on afterwards, and that
-// it waits inside a frame.
-func TestTryReadFrame(t *testing.T) {
-	needHPACK(t)
-	var wire bytes.Buffer
-	w := NewWriter(&wire, WriterConfig{})
-	w.WriteHeaders(1, false, grpcRequest)
-	w.Flush()
-	hdrs := bytes.Clone(wire.Bytes())
-	wire.Reset()
+// TestSourceWouldBlock checks that ReadFrame returns the source's
+// ErrWouldBlock, holding nothing then, and goes on at the next call.
+func TestSourceWouldBlock(t *testing.T) {
 	ping := frameBytes(TypePing, 0, 0, []byte("12345678"))
-	// The request headers as HEADERS + CONTINUATION.
-	block := hdrs[HeaderLen:]
-	split := cat(frameBytes(TypeHeaders, FlagEndStream, 3, block[:5]), frameBytes(TypeContinuation, FlagEndHeaders, 3, block[5:]))
-	cont := HeaderLen + 5
-
-	src := &tryChunks{chunks: [][]byte{
-		nil,               // idle at the start
-		hdrs,              // a whole frame
-		nil,               // idle
-		split[:cont], nil, // the HEADERS of a block, then a pause before its CONTINUATION
-		split[cont:], nil, // the CONTINUATION
-		ping[:4], ping[4:], // a frame cut in two: the Reader waits for the rest
-		nil,
-	}}
+	src := &readyChunks{chunks: [][]byte{nil, ping, nil, nil, ping}}
 	pool := bufpool.New(nil)
 	r := NewReader(src, ReaderConfig{Pool: pool})
-	defer r.Close()
-	if !r.CanTry() {
-		t.Fatal("CanTry is false over a TryReadySource")
-	}
-	want := []string{"block", "headers 1", "block", "block", "headers 3", "block", "ping", "block", "EOF"}
-	for i, step := range want {
-		f, err := r.TryReadFrame()
-		var got string
+	var got []string
+	for {
+		f, err := r.ReadFrame()
+		if err == io.EOF {
+			break
+		}
 		switch {
 		case err == ErrWouldBlock:
-			got = "block"
-			// Inside a header block the fragments so far are kept, and
-			// the frames that carry the block's first frame.
-			wantOut, wantFrames := int64(0), false
-			if i == 3 {
-				wantOut, wantFrames = 1, true
+			got = append(got, "block")
+			if r.HoldsReadBuffer() || r.frames != nil || pool.Outstanding() != 0 {
+				t.Errorf("gave up holding a read buffer %v, scratch %v, outstanding %d", r.HoldsReadBuffer(), r.frames != nil, pool.Outstanding())
 			}
-			if r.HoldsReadBuffer() || (r.frames != nil) != wantFrames || pool.Outstanding() != wantOut {
-				t.Errorf("step %d: would block holding a read buffer %v, scratch %v, outstanding %d (want %d)", i, r.HoldsReadBuffer(), r.frames != nil, pool.Outstanding(), wantOut)
-			}
-		case err == io.EOF:
-			got = "EOF"
 		case err != nil:
-			t.Fatalf("step %d: %v", i, err)
+			t.Fatal(err)
 		default:
-			switch f := f.(type) {
-			case *HeadersFrame:
-				got = "headers " + string(rune('0'+f.StreamID))
-				if !slices.Equal(f.Fields, grpcRequest) {
-					t.Errorf("step %d: fields %v", i, f.Fields)
-				}
-			case *PingFrame:
-				got = "ping"
-			default:
-				got = f.Header().Type.String()
-			}
-		}
-		if got != step {
-			t.Fatalf("step %d: got %s, want %s", i, got, step)
+			got = append(got, f.Header().Type.String())
 		}
 	}
-	if src.waits != 1 {
-		t.Errorf("%d waiting reads, want 1 (the second half of the PING)", src.waits)
+	if g, want := strings.Join(got, " "), "block PING block block PING"; g != want {
+		t.Errorf("read %q, want %q", g, want)
 	}
-	if pool.Outstanding() != 0 {
-		t.Errorf("pool outstanding %d at the end", pool.Outstanding())
-	}
-}
-
-// boundedChunks adds a bounded wait to tryChunks: a nil chunk is a wait
-// that ran out.
-type boundedChunks struct {
-	tryChunks
-	bounded int
-}
-
-func (c *boundedChunks) ReadReadyWithin(pool *bufpool.Pool, size int, d time.Duration) (*bufpool.Buffer, error) {
-	c.bounded++
-	return c.next(pool, true)
-}
-
-// TestIdleWait checks that ReadFrame gives up with ErrWouldBlock when the
-// bounded wait runs out, holding nothing, and goes on afterwards; and that
-// it waits for good without SetIdleWait.
-func TestIdleWait(t *testing.T) {
-	ping := frameBytes(TypePing, 0, 0, []byte("12345678"))
-	for _, wait := range []time.Duration{0, time.Second} {
-		src := &boundedChunks{tryChunks: tryChunks{chunks: [][]byte{nil, ping, nil, nil, ping}}}
-		pool := bufpool.New(nil)
-		r := NewReader(src, ReaderConfig{Pool: pool})
-		if !r.CanIdleWait() {
-			t.Fatal("CanIdleWait is false over a BoundedReadySource")
-		}
-		r.SetIdleWait(wait)
-		var got []string
-		for {
-			f, err := r.ReadFrame()
-			if err == io.EOF {
-				break
-			}
-			switch {
-			case err == ErrWouldBlock:
-				got = append(got, "block")
-				if r.HoldsReadBuffer() || r.frames != nil || pool.Outstanding() != 0 {
-					t.Errorf("wait %v: gave up holding a read buffer %v, scratch %v, outstanding %d", wait, r.HoldsReadBuffer(), r.frames != nil, pool.Outstanding())
-				}
-			case err != nil:
-				t.Fatalf("wait %v: %v", wait, err)
-			default:
-				got = append(got, f.Header().Type.String())
-			}
-		}
-		want := "PING PING"
-		if wait > 0 {
-			want = "block PING block block PING"
-		}
-		if g := strings.Join(got, " "); g != want {
-			t.Errorf("wait %v: read %q, want %q", wait, g, want)
-		}
-		if (wait > 0) != (src.bounded > 0) {
-			t.Errorf("wait %v: %d bounded waits", wait, src.bounded)
-		}
-		r.Close()
-	}
+	r.Close()
 }

@@ -111,10 +111,10 @@ func TestPoolBalance(t *testing.T) {
 				}
 				if fr, ok := src.(*fakeReady); ok {
 					if noPool && fr.readies != 0 {
-						t.Errorf("NoPooledReads: %d ReadReady calls", fr.readies)
+						t.Errorf("NoPooledReads: %d NextBuffer calls", fr.readies)
 					}
 					if !noPool && fr.readies == 0 {
-						t.Error("pooled: ReadReady never called")
+						t.Error("pooled: NextBuffer never called")
 					}
 				}
 				r.Close()
@@ -195,7 +195,7 @@ func TestLargeDataReadDirect(t *testing.T) {
 	}
 }
 
-// alignedReady is a ReadySource delivering one chunk per ReadReady; its
+// alignedReady is a BufferSource delivering one chunk per NextBuffer; its
 // plain Read must never be needed because chunks end on frame boundaries.
 type alignedReady struct {
 	t      *testing.T
@@ -207,7 +207,7 @@ func (a *alignedReady) Read(p []byte) (int, error) {
 	return 0, io.ErrUnexpectedEOF
 }
 
-func (a *alignedReady) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+func (a *alignedReady) NextBuffer(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
 	if len(a.chunks) == 0 {
 		return nil, io.EOF
 	}
@@ -219,7 +219,7 @@ func (a *alignedReady) ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer,
 }
 
 // TestPooledIdleBetweenFrames checks that a pooled Reader takes a fresh
-// buffer through ReadReady for every chunk that starts on a frame boundary,
+// buffer through NextBuffer for every chunk that starts on a frame boundary,
 // also between a HEADERS frame and its CONTINUATIONs: it never waits on the
 // source while holding a read buffer.
 func TestPooledIdleBetweenFrames(t *testing.T) {

@@ -5,43 +5,31 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/hpack"
 )
 
-// ReadySource is implemented by sources that can wait for readability while
-// holding no memory (internal/sockio's Conn on Linux). ReadReady blocks until
-// bytes are available, then reads into a buffer of the given size taken from
-// the pool at that moment: it returns an owned buffer whose Len is the number
-// of bytes read (at least one), or an error and no buffer.
-type ReadySource interface {
+// BufferSource is a source that hands over its bytes in pooled buffers, so
+// that a Reader over it holds a read buffer only while it holds unparsed
+// bytes (internal/h2conn's reader over a Linux socket). The Reader asks for
+// the next buffer only at a frame boundary with nothing buffered, having let
+// go of its scratch space, and reads the rest of a frame begun in a buffer,
+// and a large DATA payload bound for its destination (DataSink), with Read.
+// How the source gets the bytes, and how long it waits for them, is its
+// own business: the Reader only parses what it is given.
+type BufferSource interface {
 	io.Reader
-	ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error)
+	// NextBuffer returns the next bytes in a buffer taken from pool with
+	// size bytes of room: Len bytes (at least one), owned by the Reader
+	// from then on; or an error and no buffer, ErrWouldBlock when the
+	// source has no bytes to give now.
+	NextBuffer(pool *bufpool.Pool, size int) (*bufpool.Buffer, error)
 }
 
-// TryReadySource is a ReadySource that can also look for bytes without
-// waiting (internal/sockio's Conn on Linux): TryReadReady returns as
-// ReadReady does when bytes are there, and a nil buffer with a nil error,
-// holding nothing, when none are.
-type TryReadySource interface {
-	ReadySource
-	TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error)
-}
-
-// BoundedReadySource is a ReadySource that can bound its wait
-// (internal/sockio's Conn on Linux): ReadReadyWithin returns as ReadReady
-// does when bytes come within d, and a nil buffer with a nil error, holding
-// nothing, when none did.
-type BoundedReadySource interface {
-	ReadySource
-	ReadReadyWithin(pool *bufpool.Pool, size int, d time.Duration) (*bufpool.Buffer, error)
-}
-
-// ErrWouldBlock is what TryReadFrame returns when no byte of a next frame is
-// there, and ReadFrame when none came within the idle wait (SetIdleWait). It
-// is not an error of the connection: the Reader goes on.
+// ErrWouldBlock is what a BufferSource's NextBuffer returns when it has no
+// bytes to give now, and ReadFrame returns then, holding no read buffer. It
+// is not an error of the connection: the Reader goes on at the next call.
 var ErrWouldBlock = errors.New("h2frame: no frame ready")
 
 // ReaderConfig configures a Reader.
@@ -57,7 +45,7 @@ type ReaderConfig struct {
 	// ReadBufferSize is the size of the pooled read buffer (0: 64 KiB).
 	ReadBufferSize int
 	// NoPooledReads keeps one read buffer for the Reader's whole life even
-	// when the source is a ReadySource (the rollback switch).
+	// when the source is a BufferSource (the rollback switch).
 	NoPooledReads bool
 }
 
@@ -69,17 +57,13 @@ var ErrFrameTooLarge = ConnError{ErrCodeFrameSize, "frame_too_large"}
 // goroutine uses it.
 //
 // The read buffer rb holds the bytes read and not yet parsed in rb[r:w].
-// With a ReadySource and pooling on, rbuf exists only while such bytes exist
+// With a BufferSource and pooling on, rbuf exists only while such bytes exist
 // (or while a frame is being assembled), so that an idle connection holds no
 // read memory; otherwise rbuf is taken once and freed by Close.
 type Reader struct {
-	src        io.Reader     // a ReadySource in pooled mode, asserted where used (a field would cost every connection 16 bytes)
-	pooled     bool          // pooled mode: src is a ReadySource
-	canTry     bool          // src is a TryReadySource
-	canBound   bool          // src is a BoundedReadySource
-	mode       readMode      // how fill may get bytes (TryReadFrame, ReadBuffered)
-	contStream uint32        // stream whose CONTINUATION must come next; 0: none
-	wait       time.Duration // SetIdleWait's bound; 0: none
+	src        io.Reader // a BufferSource in pooled mode, asserted where used (a field would cost every connection 16 bytes)
+	pooled     bool      // pooled mode: src is a BufferSource
+	contStream uint32    // stream whose CONTINUATION must come next; 0: none
 	pool       *bufpool.Pool
 	rbSize     int
 
@@ -91,12 +75,12 @@ type Reader struct {
 
 	sink DataSink // asked where DATA payloads go; nil: none (SetDataSink)
 
-	seen *seenBlocks // header blocks to replay (seen.go); nil until one is remembered
+	replay *replayCache // header blocks to replay (replay.go); nil until one is remembered
 
 	// frames holds the read buffer and one frame value of each type,
 	// reused by every ReadFrame, with the scratch slices inside them
 	// (hf.Fields, sf.Settings, gf.Debug). It is taken from framesPool when
-	// bytes arrive and put back when the Reader waits for the socket with
+	// bytes arrive and put back when the Reader asks its source for bytes with
 	// nothing buffered and no header block open, so that an idle Reader
 	// holds none of it; nil meanwhile. Owned by the Reader while it holds
 	// it.
@@ -173,8 +157,9 @@ func (r *Reader) shed() {
 	framesPool.Put(fr)
 }
 
-// NewReader returns a Reader over src. When src is a ReadySource and pooling
-// is on, the read buffer is held only while unparsed bytes are pending.
+// NewReader returns a Reader over src. When src is a BufferSource and
+// pooling is on, the read buffer is held only while unparsed bytes are
+// pending.
 func NewReader(src io.Reader, cfg ReaderConfig) *Reader {
 	r := &Reader{src: src, pool: cfg.Pool, rbSize: cfg.ReadBufferSize}
 	if r.pool == nil {
@@ -186,10 +171,8 @@ func NewReader(src io.Reader, cfg ReaderConfig) *Reader {
 	// Room for the preface and any fixed-size control frame; larger
 	// payloads go through tmp.
 	r.rbSize = max(r.rbSize, minReadBufferSize)
-	if rs, ok := src.(ReadySource); ok && !cfg.NoPooledReads {
+	if _, ok := src.(BufferSource); ok && !cfg.NoPooledReads {
 		r.pooled = true
-		_, r.canTry = rs.(TryReadySource)
-		_, r.canBound = rs.(BoundedReadySource)
 	}
 	r.maxFrame = cfg.MaxFrameSize
 	if r.maxFrame == 0 {
@@ -243,10 +226,6 @@ func (r *Reader) Buffered() int {
 	}
 	return r.w - r.r
 }
-
-// HoldsReadBuffer reports whether the Reader currently holds a pooled read
-// buffer (for idle-memory tests and metrics).
-func (r *Reader) HoldsReadBuffer() bool { return r.frames != nil && r.rbuf != nil }
 
 // Close releases the read buffer; the Reader is unusable afterwards.
 func (r *Reader) Close() {
@@ -359,76 +338,26 @@ func (r *Reader) ReadFrame() (Frame, error) {
 	}
 }
 
-// CanTry reports whether TryReadFrame can return ErrWouldBlock: the Reader
-// is in pooled mode over a TryReadySource.
-func (r *Reader) CanTry() bool { return r.canTry }
-
-// SetIdleWait bounds how long ReadFrame waits for the first byte of a frame:
-// after d without one it returns ErrWouldBlock, holding no read buffer and
-// no scratch space, so that the caller can hand the wait to the socket's
-// OnReadable and let its goroutine go. Zero (the default) waits for good. It
-// takes effect only in pooled mode over a BoundedReadySource (CanIdleWait).
-// A wait that finds bytes at once costs nothing extra; one that parks costs
-// two read deadline changes.
-func (r *Reader) SetIdleWait(d time.Duration) { r.wait = max(d, 0) }
-
-// IdleWait returns SetIdleWait's bound.
-func (r *Reader) IdleWait() time.Duration { return r.wait }
-
-// CanIdleWait reports whether SetIdleWait takes effect.
-func (r *Reader) CanIdleWait() bool { return r.canBound }
-
-// TryReadFrame is ReadFrame that, instead of waiting for the socket, returns
-// ErrWouldBlock when the Reader holds no unparsed byte and the source has
-// none either (so at a frame boundary, or between the frames of a header
-// block), holding no read buffer and no scratch space. It waits like
-// ReadFrame inside a frame whose first bytes arrived, and always when
-// CanTry is false.
-func (r *Reader) TryReadFrame() (Frame, error) {
-	r.mode = modeTry
-	f, err := r.ReadFrame()
-	r.mode = modeWait
-	return f, err
-}
-
-// readMode says how fill may get more bytes.
-type readMode uint8
-
-const (
-	modeWait     readMode = iota // from the source, waiting as long as it takes
-	modeTry                      // TryReadFrame: ErrWouldBlock instead of waiting at a frame boundary
-	modeBuffered                 // ReadBuffered: never from the source
-)
-
-// errNotBuffered is what ReadBuffered meets when the fed bytes end inside a
-// frame, which the caller promised they do not (WholeFrames): a bug above,
-// which fails the connection rather than read from a source the caller
-// holds.
-var errNotBuffered = errors.New("h2frame: fed bytes end inside a frame")
-
-// Drained reports whether the Reader is in pooled mode and holds no read
-// buffer, so that the caller may read the next bytes itself and Feed them.
-func (r *Reader) Drained() bool {
+// Empty reports whether the Reader is in pooled mode and holds no unparsed
+// byte: the next bytes it parses are the next buffer its source gives.
+func (r *Reader) Empty() bool {
 	return r.pooled && r.err == nil && (r.frames == nil || (r.rbuf == nil && r.tmp == nil))
 }
 
-// Shed lets a Drained Reader go of the scratch space it holds between
-// reads (its frame structs, the HPACK decoder's scratch), as ReadFrame
-// does before it waits for the socket: for a caller about to wait for
-// bytes itself (h2conn before sockio's Drive), so that a connection that
-// goes idle there holds none of it. It does nothing inside a header block.
-func (r *Reader) Shed() {
-	if r.Drained() {
+// ReleaseScratch lets an Empty Reader go of the scratch space it holds
+// between frames (its frame structs, the HPACK decoder's scratch), as it
+// does itself before it asks its source for bytes: for a caller about to
+// wait for bytes elsewhere (h2conn before sockio's ReadEach), so that a
+// connection that goes idle there holds none of it. It does nothing inside
+// a header block.
+func (r *Reader) ReleaseScratch() {
+	if r.Empty() {
 		r.shed()
 	}
 }
 
-// HoldsScratch reports whether the Reader holds its frame structs (for
-// idle-memory tests).
-func (r *Reader) HoldsScratch() bool { return r.frames != nil }
-
 // ReadBufferSpec returns the pool and the size a read buffer is taken with,
-// for a caller that reads into one itself and Feeds it.
+// for a source that reads into one elsewhere and gives it next.
 func (r *Reader) ReadBufferSpec() (*bufpool.Pool, int) { return r.pool, r.rbSize }
 
 // WholeFrames reports whether p is a sequence of whole frames: each frame
@@ -442,36 +371,6 @@ func WholeFrames(p []byte) bool {
 		p = p[n:]
 	}
 	return len(p) == 0
-}
-
-// Feed gives a Drained Reader the bytes of a read its caller made: b (its
-// Len bytes) becomes the read buffer, owned by the Reader from here on,
-// which ReadFrame and ReadBuffered parse next. On a Reader that is not
-// Drained, Feed frees b and fails the Reader: bytes would be out of order.
-func (r *Reader) Feed(b *bufpool.Buffer) {
-	if !r.Drained() {
-		b.Free()
-		if r.err == nil {
-			r.fail(errors.New("h2frame: Feed with bytes still buffered"))
-		}
-		return
-	}
-	got := b.Len()
-	b.SetLen(b.Cap())
-	r.scratch()
-	r.rbuf, r.rb, r.r, r.w = b, b.Bytes(), 0, got
-}
-
-// ReadBuffered is ReadFrame over the bytes already buffered (Feed) only: at
-// a frame boundary with none left it returns ErrWouldBlock, having let go
-// of the read buffer and its scratch space as TryReadFrame does, and never
-// reads the source. The fed bytes must be whole frames (WholeFrames): one
-// that ends inside a frame fails the Reader.
-func (r *Reader) ReadBuffered() (Frame, error) {
-	r.mode = modeBuffered
-	f, err := r.ReadFrame()
-	r.mode = modeWait
-	return f, err
 }
 
 // readOne reads one frame. It returns a nil frame and no error for frames
@@ -525,7 +424,7 @@ func (r *Reader) readOne() (Frame, error) {
 }
 
 // getReadBuffer makes sure rbuf exists. In pooled mode a new buffer is only
-// taken by fill, through ReadReady, when bytes are there.
+// taken by fill, through NextBuffer, when bytes are there.
 func (r *Reader) getReadBuffer() {
 	r.scratch()
 	if r.rbuf == nil {
@@ -569,24 +468,7 @@ func (r *Reader) fill(n int) error {
 		// About to wait for the socket with nothing buffered: the
 		// connection may stay idle for long, so let go of scratch space.
 		r.shed()
-		var b *bufpool.Buffer
-		var err error
-		switch {
-		case r.mode == modeBuffered:
-			return ErrWouldBlock
-		case r.mode == modeTry && r.canTry:
-			b, err = r.src.(TryReadySource).TryReadReady(r.pool, r.rbSize)
-			if b == nil && err == nil {
-				return ErrWouldBlock
-			}
-		case r.wait > 0 && r.canBound:
-			b, err = r.src.(BoundedReadySource).ReadReadyWithin(r.pool, r.rbSize, r.wait)
-			if b == nil && err == nil {
-				return ErrWouldBlock
-			}
-		default:
-			b, err = r.src.(ReadySource).ReadReady(r.pool, r.rbSize)
-		}
+		b, err := r.src.(BufferSource).NextBuffer(r.pool, r.rbSize)
 		if err != nil {
 			return err
 		}
@@ -597,9 +479,6 @@ func (r *Reader) fill(n int) error {
 		if got >= n {
 			return nil
 		}
-	}
-	if r.mode == modeBuffered {
-		return errNotBuffered
 	}
 	r.getReadBuffer()
 	if r.r+n > len(r.rb) {
@@ -688,9 +567,6 @@ func unexpected(err error) error {
 func (r *Reader) readRest(p []byte) error {
 	if len(p) == 0 {
 		return nil
-	}
-	if r.mode == modeBuffered {
-		return errNotBuffered
 	}
 	if _, err := io.ReadFull(r.src, p); err != nil {
 		return unexpected(err)

@@ -6,8 +6,8 @@
 // their identifiers: state lives in the connection engine above.
 //
 // Buffer ownership, reading: the Reader owns its read buffer (with a
-// ReadySource and pooling on, taken by ReadReady when bytes arrive and freed
-// as soon as every byte in it is parsed). A DATA payload gets a pooled buffer
+// BufferSource and pooling on, given by NextBuffer when bytes arrive and
+// freed as soon as every byte in it is parsed). A DATA payload gets a pooled buffer
 // of its own, which ReadFrame returns as an owned buffer in DataFrame.Data:
 // the caller frees it. Everything else in a returned frame is valid until the
 // next ReadFrame, except the decoded header strings, which may be kept.

@@ -6,7 +6,7 @@ import (
 )
 
 // TCPPair returns the two ends of a new loopback TCP connection, for tests
-// that need a real socket (sockio's pooled and driven reads) rather than a
+// that need a real socket (sockio's pooled reads and ReadEach) rather than a
 // Pipe. The caller owns and closes both.
 func TCPPair(t testing.TB) (client, server net.Conn) {
 	t.Helper()

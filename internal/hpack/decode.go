@@ -212,7 +212,7 @@ func (d *Decoder) Decode(block []byte, maxListSize uint32, emit func(HeaderField
 // dynamic table (an insertion, an eviction or a size update), including a
 // block that failed part way. A block that did not decodes to the same
 // fields as long as the table does not change: the frame reader replays
-// such blocks from memory (h2frame's seen.go).
+// such blocks from memory (h2frame's replay.go).
 func (d *Decoder) DecodeReport(block []byte, maxListSize uint32, emit func(HeaderField)) (changed bool, err error) {
 	if d.sc == nil {
 		d.sc = scratchPool.Get().(*decodeScratch)

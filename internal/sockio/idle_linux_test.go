@@ -206,8 +206,9 @@ func TestOnReadableRaceClose(t *testing.T) {
 	}
 }
 
-// tryReadySource repeats h2frame's TryReadySource method set, and idleWaiter
-// what the connection engine needs to leave an idle conn without a goroutine.
+// tryReadySource is what h2conn's flush-wait needs of a socket, and
+// idleWaiter what the connection engine needs to leave an idle conn without
+// a goroutine.
 type tryReadySource interface {
 	readySource
 	TryReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error)

@@ -5,17 +5,17 @@
 // The engine sees the socket through a few capabilities, each an interface
 // that a wrapped conn implements or not, found by type assertion where they
 // are used: WriteVec (every wrapper), ReadReady, TryReadReady and
-// ReadReadyWithin (h2frame's ready sources), Drive (driven reads, with a
-// Driver), FlushReadyWithin (with a Flusher) and OnReadable (the idle
-// poller). The interfaces the engine hands to sockio, Driver and Flusher,
-// are declared here, on every platform. A conn without a capability is
+// ReadReadyWithin (the waits of h2conn's reader), ReadEach (reads in one
+// callback, with a ReadHandler), FlushReadyWithin (with a Flusher) and
+// OnReadable (the idle poller). The interfaces the engine hands to sockio,
+// ReadHandler and Flusher, are declared here, on every platform. A conn without a capability is
 // read the portable way: a reader goroutine in Read, with one read buffer
 // per connection, parked in Read while the connection is idle.
 //
 // Wrap picks one of three paths for a connection:
 //   - Linux, a conn exposing syscall.Conn (TCP, Unix), pooled reads on:
 //     *Conn, with every capability above (sys_conn_linux.go,
-//     drive_linux.go, idle_linux.go);
+//     readeach_linux.go, idle_linux.go);
 //   - the same with pooled reads off: *VecConn, WriteVec only;
 //   - every other OS, conns without a descriptor (net.Pipe, TLS, any
 //     conn from a custom dialer), and every conn in a build with the
@@ -37,18 +37,18 @@ import (
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 )
 
-// Driver takes the bytes Drive reads.
-type Driver interface {
-	// DriveRead is given the bytes of one read (b holds them, Len of
-	// them; ownership passes to the Driver) on the goroutine that called
-	// Drive, inside the socket's read callback: it must not read the conn,
-	// and should not block for long (Close waits for it to return). more
-	// false ends Drive, which returns err.
-	DriveRead(b *bufpool.Buffer) (more bool, err error)
-	// DriveWait returns how long a wait for bytes may last before Drive
+// ReadHandler takes the bytes ReadEach reads.
+type ReadHandler interface {
+	// HandleRead is given the bytes of one read (b holds them, Len of
+	// them; ownership passes to the ReadHandler) on the goroutine that
+	// called ReadEach, inside the socket's read callback: it must not read
+	// the conn, and should not block for long (Close waits for it to
+	// return). more false ends ReadEach, which returns err.
+	HandleRead(b *bufpool.Buffer) (more bool, err error)
+	// ReadWait returns how long a wait for bytes may last before ReadEach
 	// gives up (timedOut), asked at the start and before every wait, so
-	// that the bound can change while Drive runs; 0 waits for good.
-	DriveWait() time.Duration
+	// that the bound can change while ReadEach runs; 0 waits for good.
+	ReadWait() time.Duration
 }
 
 // Flusher is what FlushReadyWithin flushes from inside its wait: h2frame's
@@ -57,8 +57,9 @@ type Flusher interface{ Flush() error }
 
 // Wrap returns c ready for the frame layer. Where the platform and the
 // connection allow it (Linux, a conn exposing syscall.RawConn) and pooled is
-// true, the result is a *Conn, which also implements h2frame.ReadySource
-// (ReadReady) and h2frame.VectorWriter (WriteVec). With pooled false it is a
+// true, the result is a *Conn, which also offers ReadReady and
+// ReadReadyWithin (the waits of h2conn's reader) and implements
+// h2frame.VectorWriter (WriteVec). With pooled false it is a
 // *VecConn (WriteVec by writev, no ReadReady). Elsewhere it is a
 // *FallbackConn, adding only WriteVec. Wrapping a conn that Wrap returned
 // rewraps the original conn.

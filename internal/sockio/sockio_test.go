@@ -13,9 +13,10 @@ import (
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 )
 
-// readySource and vectorWriter repeat h2frame's ReadySource and VectorWriter
-// method sets, so that the tests check sockio satisfies them without
-// importing h2frame.
+// readySource repeats the method set h2conn's reader needs of a socket
+// (its readySocket, without the bounded wait), and vectorWriter h2frame's
+// VectorWriter, so that the tests check sockio satisfies them without
+// importing either.
 type readySource interface {
 	io.Reader
 	ReadReady(pool *bufpool.Pool, size int) (*bufpool.Buffer, error)

@@ -246,7 +246,8 @@ func (w *writeCall) advance(n int) {
 
 // Conn is a conn with a socket descriptor that reads into pool buffers only
 // once bytes are there. Wrap returns it on Linux when pooled reads are on.
-// It implements h2frame.ReadySource and h2frame.VectorWriter.
+// It offers h2conn's reader its waits (ReadReady, ReadReadyWithin) and
+// implements h2frame.VectorWriter.
 type Conn struct {
 	VecConn // VecConn.w.rc is the conn's RawConn
 

@@ -14,21 +14,21 @@ import (
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 )
 
-// testDriver is a Driver from a function and a fixed bound.
-type testDriver struct {
+// testHandler is a ReadHandler from a function and a fixed bound.
+type testHandler struct {
 	read   func(b *bufpool.Buffer) (bool, error)
 	within time.Duration
 }
 
-func (d *testDriver) DriveRead(b *bufpool.Buffer) (bool, error) { return d.read(b) }
-func (d *testDriver) DriveWait() time.Duration                  { return d.within }
+func (d *testHandler) HandleRead(b *bufpool.Buffer) (bool, error) { return d.read(b) }
+func (d *testHandler) ReadWait() time.Duration                    { return d.within }
 
-// driveFunc is a testDriver with the bound within.
-func driveFunc(within time.Duration, f func(b *bufpool.Buffer) (bool, error)) *testDriver {
-	return &testDriver{read: f, within: within}
+// handlerFunc is a testHandler with the bound within.
+func handlerFunc(within time.Duration, f func(b *bufpool.Buffer) (bool, error)) *testHandler {
+	return &testHandler{read: f, within: within}
 }
 
-func TestDriveStream(t *testing.T) {
+func TestReadEachStream(t *testing.T) {
 	client, server := tcpPair(t)
 	c := Wrap(server, true).(*Conn)
 	pool := bufpool.New(nil)
@@ -51,11 +51,11 @@ func TestDriveStream(t *testing.T) {
 	}()
 
 	// Each read's bytes arrive in order, in a buffer of the size asked
-	// for; Drive returns when the Driver says so.
+	// for; ReadEach returns when the ReadHandler says so.
 	var got []byte
 	for i, size := range []int{7, 4096, 16<<10 + 9, 256 << 10} {
 		until := total * (i + 1) / 4
-		timedOut, err := c.Drive(pool, size, driveFunc(10*time.Second, func(b *bufpool.Buffer) (bool, error) {
+		timedOut, err := c.ReadEach(pool, size, handlerFunc(10*time.Second, func(b *bufpool.Buffer) (bool, error) {
 			if b.Len() == 0 || b.Len() > size {
 				t.Errorf("read of %d bytes with size %d", b.Len(), size)
 			}
@@ -64,7 +64,7 @@ func TestDriveStream(t *testing.T) {
 			return len(got) < until, nil
 		}))
 		if timedOut || err != nil {
-			t.Fatalf("Drive(size %d) = %v, %v", size, timedOut, err)
+			t.Fatalf("ReadEach(size %d) = %v, %v", size, timedOut, err)
 		}
 	}
 	if !bytes.Equal(got, want) {
@@ -75,28 +75,28 @@ func TestDriveStream(t *testing.T) {
 	}
 }
 
-// TestDriveNoLostWakeup plays ping-pong where each answer is sent while the
-// Driver still holds the previous message, so that it often arrives between
-// a short read and the wait Drive parks in without reading: an edge lost
+// TestReadEachNoLostWakeup plays ping-pong where each answer is sent while the
+// ReadHandler still holds the previous message, so that it often arrives between
+// a short read and the wait ReadEach parks in without reading: an edge lost
 // there would hang the exchange. It also checks that those waits go
-// without the empty read ReadReady makes (under a bound, as Drive does it
+// without the empty read ReadReady makes (under a bound, as ReadEach does it
 // only then): the reads that find nothing are a small fraction of the
 // reads.
-func TestDriveNoLostWakeup(t *testing.T) {
+func TestReadEachNoLostWakeup(t *testing.T) {
 	client, server := tcpPair(t)
 	c := Wrap(server, true).(*Conn)
 	pool := bufpool.New(nil)
 	const rounds = 2000
 
 	echoPeer(client, 0)
-	empty0 := driveEmptyReads.Load()
+	empty0 := readEachEmptyReads.Load()
 	if _, err := server.Write([]byte("ping")); err != nil {
 		t.Fatal(err)
 	}
 	got := 0
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Drive(pool, 1024, driveFunc(10*time.Second, func(b *bufpool.Buffer) (bool, error) {
+		_, err := c.ReadEach(pool, 1024, handlerFunc(10*time.Second, func(b *bufpool.Buffer) (bool, error) {
 			got += b.Len()
 			b.Free()
 			if got%4 != 0 {
@@ -120,7 +120,7 @@ func TestDriveNoLostWakeup(t *testing.T) {
 		c.Close()
 		t.Fatalf("exchange stuck after %d of %d rounds", got/4, rounds)
 	}
-	if empty := driveEmptyReads.Load() - empty0; empty > rounds/10 {
+	if empty := readEachEmptyReads.Load() - empty0; empty > rounds/10 {
 		t.Errorf("%d of about %d reads found the socket empty, want few", empty, rounds)
 	}
 	if n := pool.Outstanding(); n != 0 {
@@ -128,22 +128,22 @@ func TestDriveNoLostWakeup(t *testing.T) {
 	}
 }
 
-func TestDriveWithin(t *testing.T) {
+func TestReadEachWithin(t *testing.T) {
 	client, server := tcpPair(t)
 	c := Wrap(server, true).(*Conn)
 	defer c.Close()
 	pool := bufpool.New(nil)
-	never := driveFunc(30*time.Millisecond, func(b *bufpool.Buffer) (bool, error) {
-		t.Errorf("DriveRead of %q on an idle socket", b.Bytes())
+	never := handlerFunc(30*time.Millisecond, func(b *bufpool.Buffer) (bool, error) {
+		t.Errorf("HandleRead of %q on an idle socket", b.Bytes())
 		b.Free()
 		return false, nil
 	})
 
-	// An idle socket: Drive gives up after the bound, holding nothing.
+	// An idle socket: ReadEach gives up after the bound, holding nothing.
 	start := time.Now()
-	timedOut, err := c.Drive(pool, 64, never)
+	timedOut, err := c.ReadEach(pool, 64, never)
 	if !timedOut || err != nil {
-		t.Fatalf("idle socket: Drive = %v, %v; want true, nil", timedOut, err)
+		t.Fatalf("idle socket: ReadEach = %v, %v; want true, nil", timedOut, err)
 	}
 	if d := time.Since(start); d < 15*time.Millisecond {
 		t.Fatalf("gave up after %v, before half the bound", d)
@@ -153,7 +153,7 @@ func TestDriveWithin(t *testing.T) {
 	}
 
 	// A deadline left armed by ReadReadyWithin and since expired neither
-	// fails Drive nor cuts its wait short.
+	// fails ReadEach nor cuts its wait short.
 	client.Write([]byte("x"))
 	var b *bufpool.Buffer
 	for b == nil && err == nil {
@@ -169,16 +169,16 @@ func TestDriveWithin(t *testing.T) {
 		client.Write([]byte("late"))
 	}()
 	var got []byte
-	timedOut, err = c.Drive(pool, 64, driveFunc(time.Second, func(b *bufpool.Buffer) (bool, error) {
+	timedOut, err = c.ReadEach(pool, 64, handlerFunc(time.Second, func(b *bufpool.Buffer) (bool, error) {
 		got = append(got, b.Bytes()...)
 		b.Free()
 		return len(got) < 4, nil
 	}))
 	if timedOut || err != nil || string(got) != "late" {
-		t.Fatalf("after a stale deadline: Drive = %v, %v, read %q; want false, nil, %q", timedOut, err, got, "late")
+		t.Fatalf("after a stale deadline: ReadEach = %v, %v, read %q; want false, nil, %q", timedOut, err, got, "late")
 	}
 
-	// The bound is asked before every wait: one that grows while Drive
+	// The bound is asked before every wait: one that grows while ReadEach
 	// runs (a connection's idle wait does) is the one the next wait uses.
 	client.Write([]byte("a"))
 	go func() {
@@ -186,15 +186,15 @@ func TestDriveWithin(t *testing.T) {
 		client.Write([]byte("b"))
 	}()
 	got = got[:0]
-	grows := &testDriver{within: 20 * time.Millisecond}
+	grows := &testHandler{within: 20 * time.Millisecond}
 	grows.read = func(b *bufpool.Buffer) (bool, error) {
 		got = append(got, b.Bytes()...)
 		b.Free()
 		grows.within = 10 * time.Second
 		return len(got) < 2, nil
 	}
-	if timedOut, err := c.Drive(pool, 64, grows); timedOut || err != nil || string(got) != "ab" {
-		t.Fatalf("a bound grown to 10s: Drive = %v, %v, read %q; want false, nil, %q", timedOut, err, got, "ab")
+	if timedOut, err := c.ReadEach(pool, 64, grows); timedOut || err != nil || string(got) != "ab" {
+		t.Fatalf("a bound grown to 10s: ReadEach = %v, %v, read %q; want false, nil, %q", timedOut, err, got, "ab")
 	}
 
 	// Without a bound there is no deadline: a wait outlasts the ones above.
@@ -203,30 +203,30 @@ func TestDriveWithin(t *testing.T) {
 		client.Write([]byte("plain"))
 	}()
 	got = got[:0]
-	if _, err := c.Drive(pool, 64, driveFunc(0, func(b *bufpool.Buffer) (bool, error) {
+	if _, err := c.ReadEach(pool, 64, handlerFunc(0, func(b *bufpool.Buffer) (bool, error) {
 		got = append(got, b.Bytes()...)
 		b.Free()
 		return len(got) < 5, nil
 	})); err != nil || string(got) != "plain" {
-		t.Fatalf("unbounded Drive: %v, read %q", err, got)
+		t.Fatalf("unbounded ReadEach: %v, read %q", err, got)
 	}
 }
 
-func TestDriveEnds(t *testing.T) {
+func TestReadEachEnds(t *testing.T) {
 	pool := bufpool.New(nil)
 
-	t.Run("DriverError", func(t *testing.T) {
+	t.Run("HandlerError", func(t *testing.T) {
 		client, server := tcpPair(t)
 		c := Wrap(server, true).(*Conn)
 		defer c.Close()
 		client.Write([]byte("abc"))
 		errStop := errors.New("stop")
-		timedOut, err := c.Drive(pool, 64, driveFunc(0, func(b *bufpool.Buffer) (bool, error) {
+		timedOut, err := c.ReadEach(pool, 64, handlerFunc(0, func(b *bufpool.Buffer) (bool, error) {
 			b.Free()
 			return false, errStop
 		}))
 		if timedOut || err != errStop {
-			t.Fatalf("Drive = %v, %v; want false and the Driver's error", timedOut, err)
+			t.Fatalf("ReadEach = %v, %v; want false and the ReadHandler's error", timedOut, err)
 		}
 	})
 
@@ -236,21 +236,21 @@ func TestDriveEnds(t *testing.T) {
 		defer c.Close()
 		client.Write([]byte("last"))
 		var got []byte
-		_, err := c.Drive(pool, 64, driveFunc(10*time.Second, func(b *bufpool.Buffer) (bool, error) {
+		_, err := c.ReadEach(pool, 64, handlerFunc(10*time.Second, func(b *bufpool.Buffer) (bool, error) {
 			got = append(got, b.Bytes()...)
 			b.Free()
 			if len(got) == 4 {
-				client.Close() // after the read: its edge wakes the parked Drive
+				client.Close() // after the read: its edge wakes the parked ReadEach
 			}
 			return true, nil
 		}))
 		if err != io.EOF || string(got) != "last" {
-			t.Fatalf("Drive = %v after reading %q; want io.EOF after %q", err, got, "last")
+			t.Fatalf("ReadEach = %v after reading %q; want io.EOF after %q", err, got, "last")
 		}
 	})
 
 	// An end queued behind the bytes of a short read leaves no edge to
-	// wake on: a bounded Drive sees it when the bound passes (and the
+	// wake on: a bounded ReadEach sees it when the bound passes (and the
 	// caller's next read finds it); an unbounded one reads again before it
 	// parks and sees it at once.
 	t.Run("EOFQueuedBehindBytes", func(t *testing.T) {
@@ -261,7 +261,7 @@ func TestDriveEnds(t *testing.T) {
 			client.Close()
 			time.Sleep(20 * time.Millisecond) // both arrive before the first read
 			var got []byte
-			timedOut, err := c.Drive(pool, 64, driveFunc(within, func(b *bufpool.Buffer) (bool, error) {
+			timedOut, err := c.ReadEach(pool, 64, handlerFunc(within, func(b *bufpool.Buffer) (bool, error) {
 				got = append(got, b.Bytes()...)
 				b.Free()
 				return true, nil
@@ -271,12 +271,12 @@ func TestDriveEnds(t *testing.T) {
 			}
 			switch {
 			case within > 0 && !(timedOut && err == nil) && err != io.EOF:
-				t.Fatalf("within %v: Drive = %v, %v; want the bound, or io.EOF", within, timedOut, err)
+				t.Fatalf("within %v: ReadEach = %v, %v; want the bound, or io.EOF", within, timedOut, err)
 			case within == 0 && err != io.EOF:
-				t.Fatalf("unbounded: Drive = %v, %v; want io.EOF", timedOut, err)
+				t.Fatalf("unbounded: ReadEach = %v, %v; want io.EOF", timedOut, err)
 			}
 			if b, err := c.ReadReady(pool, 64); b != nil || err != io.EOF {
-				t.Fatalf("within %v: ReadReady after Drive = %v, %v; want io.EOF", within, b, err)
+				t.Fatalf("within %v: ReadReady after ReadEach = %v, %v; want io.EOF", within, b, err)
 			}
 			c.Close()
 		}
@@ -288,7 +288,7 @@ func TestDriveEnds(t *testing.T) {
 		var reads atomic.Int32
 		errc := make(chan error, 1)
 		go func() {
-			_, err := c.Drive(pool, 64, driveFunc(0, func(b *bufpool.Buffer) (bool, error) {
+			_, err := c.ReadEach(pool, 64, handlerFunc(0, func(b *bufpool.Buffer) (bool, error) {
 				reads.Add(1)
 				b.Free()
 				return true, nil
@@ -300,14 +300,14 @@ func TestDriveEnds(t *testing.T) {
 		select {
 		case err := <-errc:
 			if !errors.Is(err, net.ErrClosed) {
-				t.Fatalf("Drive after Close = %v, want net.ErrClosed", err)
+				t.Fatalf("ReadEach after Close = %v, want net.ErrClosed", err)
 			}
 			var oe *net.OpError
 			if !errors.As(err, &oe) || oe.Op != "read" {
 				t.Fatalf("error %#v is not a *net.OpError with op read", err)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatal("Close did not end Drive")
+			t.Fatal("Close did not end ReadEach")
 		}
 		if reads.Load() != 0 {
 			t.Fatalf("%d reads on a socket nobody wrote to", reads.Load())
@@ -318,7 +318,7 @@ func TestDriveEnds(t *testing.T) {
 	}
 }
 
-func TestDriveAllocs(t *testing.T) {
+func TestReadEachAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
@@ -329,13 +329,13 @@ func TestDriveAllocs(t *testing.T) {
 	if _, err := client.Write(make([]byte, size*(runs+10))); err != nil {
 		t.Fatal(err)
 	}
-	d := driveFunc(time.Second, func(b *bufpool.Buffer) (bool, error) {
+	d := handlerFunc(time.Second, func(b *bufpool.Buffer) (bool, error) {
 		b.Free()
 		return false, nil
 	})
 	var derr error
 	allocs := testing.AllocsPerRun(runs, func() {
-		if _, err := c.Drive(pool, size, d); err != nil {
+		if _, err := c.ReadEach(pool, size, d); err != nil {
 			derr = err
 		}
 	})
@@ -343,6 +343,6 @@ func TestDriveAllocs(t *testing.T) {
 		t.Fatal(derr)
 	}
 	if allocs != 0 {
-		t.Fatalf("Drive of one read: %v allocs per call, want 0", allocs)
+		t.Fatalf("ReadEach of one read: %v allocs per call, want 0", allocs)
 	}
 }

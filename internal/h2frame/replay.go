@@ -2,7 +2,7 @@ package h2frame
 
 import "github.com/leangrpc/leangrpc/internal/hpack"
 
-// Header blocks seen before. A peer that sends the same fields call after
+// Replaying header blocks seen before. A peer that sends the same fields call after
 // call, all of them indexed, sends the same bytes each time, and those
 // decode to the same fields for as long as the dynamic table does not
 // change. The Reader remembers the last few blocks whose decoding left the
@@ -17,32 +17,32 @@ import "github.com/leangrpc/leangrpc/internal/hpack"
 // holds none of it.
 
 const (
-	seenEntries   = 2   // a server's request block; a client's response headers and trailers
-	maxSeenBlock  = 256 // bytes: longer blocks are not remembered
-	maxSeenFields = 16
+	replayEntries   = 2   // a server's request block; a client's response headers and trailers
+	maxReplayBlock  = 256 // bytes: longer blocks are not remembered
+	maxReplayFields = 16
 )
 
-// seenBlocks is a Reader's memory of header blocks; owned by the Reader.
-type seenBlocks struct {
+// replayCache is a Reader's memory of header blocks; owned by the Reader.
+type replayCache struct {
 	gen  uint32 // bumped by every decoding that changed the table
 	next int    // the entry the next remembered block replaces
-	ents [seenEntries]seenBlock
+	ents [replayEntries]replayEntry
 }
 
-type seenBlock struct {
+type replayEntry struct {
 	ok      bool
-	gen     uint32 // seenBlocks.gen when decoded
+	gen     uint32 // replayCache.gen when decoded
 	maxList uint32 // the header list limit it was decoded under
 	block   []byte // a copy of the encoded block
 	fields  []hpack.HeaderField
 	invalid string // checkFields' verdict
 }
 
-// replaySeen appends to f.Fields the fields of block if it was remembered,
+// replayBlock appends to f.Fields the fields of block if it was remembered,
 // and returns checkFields' verdict on them; ok is false otherwise.
-func (r *Reader) replaySeen(block []byte, f *HeadersFrame) (invalid string, ok bool) {
-	s := r.seen
-	if s == nil || len(block) > maxSeenBlock {
+func (r *Reader) replayBlock(block []byte, f *HeadersFrame) (invalid string, ok bool) {
+	s := r.replay
+	if s == nil || len(block) > maxReplayBlock {
 		return "", false
 	}
 	for i := range s.ents {
@@ -59,25 +59,25 @@ func (r *Reader) replaySeen(block []byte, f *HeadersFrame) (invalid string, ok b
 // blocks seen in step with the table.
 func (r *Reader) decodeBlock(block []byte) (changed bool, err error) {
 	changed, err = r.dec.DecodeReport(block, r.maxList, r.emitFn)
-	if changed && r.seen != nil {
-		r.seen.gen++
+	if changed && r.replay != nil {
+		r.replay.gen++
 	}
 	return changed, err
 }
 
-// rememberSeen remembers block, which decoded to fields without changing
+// rememberBlock remembers block, which decoded to fields without changing
 // the table, with checkFields' verdict.
-func (r *Reader) rememberSeen(block []byte, fields []hpack.HeaderField, invalid string) {
-	if len(block) > maxSeenBlock || len(fields) > maxSeenFields {
+func (r *Reader) rememberBlock(block []byte, fields []hpack.HeaderField, invalid string) {
+	if len(block) > maxReplayBlock || len(fields) > maxReplayFields {
 		return
 	}
-	s := r.seen
+	s := r.replay
 	if s == nil {
-		s = new(seenBlocks)
-		r.seen = s
+		s = new(replayCache)
+		r.replay = s
 	}
 	e := &s.ents[s.next]
-	s.next = (s.next + 1) % seenEntries
+	s.next = (s.next + 1) % replayEntries
 	clear(e.fields) // drop the strings of the block it replaces
 	e.ok, e.gen, e.maxList, e.invalid = true, s.gen, r.maxList, invalid
 	e.block = append(e.block[:0], block...)
@@ -86,4 +86,4 @@ func (r *Reader) rememberSeen(block []byte, fields []hpack.HeaderField, invalid 
 
 // ForgetHeaderBlocks drops the memory of header blocks seen, for a
 // connection about to go idle.
-func (r *Reader) ForgetHeaderBlocks() { r.seen = nil }
+func (r *Reader) ForgetHeaderBlocks() { r.replay = nil }

@@ -25,7 +25,7 @@ func TestTrailersEndSinkRegistration(t *testing.T) {
 		})
 	}
 	p := newPair(t, Config{}, Config{}, h, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), true)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package h2conn
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"runtime"
@@ -34,56 +35,6 @@ func finishStream(t *testing.T, s *Stream) {
 	}
 }
 
-func freeStreamCount(c *Conn) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.freeStreams)
-}
-
-// A busy connection keeps up to maxFreeStreams released streams for
-// reuse (more than the 32 it used to, so 120 calls in flight do not
-// allocate); once idle it keeps at most idleFreeStreams.
-func TestStreamFreeListBusyAndIdle(t *testing.T) {
-	g := runtime.NumGoroutine()
-	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, false)
-	ctx := context.Background()
-	keeper, err := p.client.NewStream(ctx, reqFields("/keep"), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const n = 60
-	streams := make([]*Stream, n)
-	for i := range streams {
-		if streams[i], err = p.client.NewStream(ctx, reqFields("/x"), false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, s := range streams {
-		finishStream(t, s)
-		s.Release()
-	}
-	if got := freeStreamCount(p.client); got != n {
-		t.Errorf("busy connection keeps %d released streams, want %d", got, n)
-	}
-	// Reuse: the next streams come from the free list.
-	again, err := p.client.NewStream(ctx, reqFields("/y"), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := freeStreamCount(p.client); got != n-1 {
-		t.Errorf("after NewStream %d free streams, want %d", got, n-1)
-	}
-	finishStream(t, again)
-	again.Release()
-	finishStream(t, keeper)
-	keeper.Release()
-	if got := freeStreamCount(p.client); got > idleFreeStreams {
-		t.Errorf("idle connection keeps %d released streams, want at most %d", got, idleFreeStreams)
-	}
-	p.close(t)
-	checkLeaks(t, p.pool, g)
-}
-
 // With many streams sending at once the writer corks: their messages
 // share syscalls instead of taking one write each.
 func TestCorkBatchesConcurrentSenders(t *testing.T) {
@@ -101,7 +52,7 @@ func TestCorkBatchesConcurrentSenders(t *testing.T) {
 	const senders, msgs = 40, 50
 	streams := make([]*Stream, senders)
 	for i := range streams {
-		if streams[i], err = cl.NewStream(context.Background(), reqFields("/x"), false); err != nil {
+		if streams[i], err = cl.NewStream(context.Background(), reqFields("/x"), StreamOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -164,7 +115,7 @@ func holdWriteRole(c *Conn) (release func()) {
 func TestWriteDataAsyncWhileRoleHeld(t *testing.T) {
 	g := runtime.NumGoroutine()
 	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +155,7 @@ func TestWriteDataAsyncWhileRoleHeld(t *testing.T) {
 func TestWriteDataAsyncThenReset(t *testing.T) {
 	g := runtime.NumGoroutine()
 	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +204,7 @@ func TestReleaseSendsAsyncItem(t *testing.T) {
 		})
 	}
 	p := newPair(t, Config{}, Config{}, h, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,4 +275,75 @@ func TestWakeBatch(t *testing.T) {
 	if wb.n != 0 {
 		t.Errorf("batch holds %d after wake", wb.n)
 	}
+}
+
+// TestConcurrentWriteRefused: while one goroutine's WriteData waits for
+// window with part of its payload sent, another goroutine's WriteData or
+// WriteTrailers on the stream fails with ErrConcurrentWrite and sends
+// nothing; the first payload arrives whole and the stream goes on.
+func TestConcurrentWriteRefused(t *testing.T) {
+	g := runtime.NumGoroutine()
+	const size = 200 << 10 // over the client's 64 KiB stream window
+	payload := bytes.Repeat([]byte{'x'}, size)
+	errs := make(chan [2]error, 1)
+	h := func(pool *bufpool.Pool) Handler {
+		return HandlerFunc(func(s *Stream) {
+			go func() {
+				s.WriteHeaders(respFields, false)
+				done := make(chan error, 1)
+				go func() { done <- s.WriteData(pool.Copy(payload), false) }()
+				// Wait until the first write waits for window.
+				for {
+					s.conn.mu.Lock()
+					parked := s.writer && s.sendWaiting
+					s.conn.mu.Unlock()
+					if parked {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				errs <- [2]error{s.WriteData(pool.Copy([]byte("second")), false), s.WriteTrailers(trailerFields)}
+				if err := <-done; err != nil {
+					t.Errorf("first WriteData: %v", err)
+				}
+				s.WriteTrailers(trailerFields)
+			}()
+		})
+	}
+	p := newPair(t, Config{InitialStreamWindow: 65535, InitialConnWindow: 1 << 20}, Config{}, h, false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.RecvHeaders(); err != nil {
+		t.Fatal(err)
+	}
+	got := <-errs // the client reads nothing before: the first write stays parked
+	for i, what := range []string{"WriteData", "WriteTrailers"} {
+		if got[i] != ErrConcurrentWrite {
+			t.Errorf("concurrent %s = %v, want ErrConcurrentWrite", what, got[i])
+		}
+	}
+	var body []byte
+	for {
+		b, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		body = append(body, b.Bytes()...)
+		b.Free()
+	}
+	if !bytes.Equal(body, payload) {
+		t.Errorf("received %d bytes, want the first payload alone (%d bytes)", len(body), size)
+	}
+	if s.Trailers() == nil {
+		t.Error("no trailers")
+	}
+	<-s.Done()
+	s.Release()
+	p.close(t)
+	checkLeaks(t, p.pool, g)
 }

@@ -8,16 +8,16 @@ import (
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 )
 
-// Close of a client whose role is lent ends the connection at once: Close
+// Close of a client whose role is offered ends the connection at once: Close
 // starts a reader, which finds the closed socket and finishes.
-func TestLentRoleClose(t *testing.T) {
-	p, g := newLendingPair(t)
+func TestOfferedRoleClose(t *testing.T) {
+	p, g := newOfferingPair(t)
 	roundTrip(t, p.client, p.pool, []byte("x"))
 	p.client.Close()
 	select {
 	case <-p.client.Done():
 	case <-time.After(5 * time.Second):
-		t.Fatal("Close of a lent client did not end it")
+		t.Fatal("Close of a client with an offered role did not end it")
 	}
 	p.close(t)
 	checkLeaks(t, p.pool, g)
@@ -27,15 +27,15 @@ func TestLentRoleClose(t *testing.T) {
 // hands the role to a reader goroutine once more than one stream is open:
 // many calls on one connection from several goroutines all complete, with
 // nothing left behind.
-func TestLentRoleConcurrentCallers(t *testing.T) {
-	p, g := newLendingPair(t)
+func TestOfferedRoleConcurrentCallers(t *testing.T) {
+	p, g := newOfferingPair(t)
 	done := make(chan struct{})
 	for w := range 4 {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for i := range 200 {
 				// One goroutine calls alone now and then: the role goes
-				// back and forth between lent and a reader goroutine.
+				// back and forth between offered and a reader goroutine.
 				if w > 0 && i%50 == 0 {
 					time.Sleep(3 * time.Millisecond)
 				}
@@ -54,21 +54,11 @@ func TestLentRoleConcurrentCallers(t *testing.T) {
 	checkLeaks(t, p.pool, g)
 }
 
-// newLendingPair is an echo pair over TCP with lending on (shareForTest),
-// and the goroutine count before it.
-func newLendingPair(t *testing.T) (*pair, int) {
-	shareForTest(t)
+// newOfferingPair is an echo pair over TCP, whose connections offer their
+// read role where the platform allows it, and the goroutine count before it.
+func newOfferingPair(t *testing.T) (*pair, int) {
 	g := runtime.NumGoroutine()
 	return newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, true), g
-}
-
-// shareForTest turns on the shared timers, and with them lending, for one
-// test: this package's binary runs with them off (sharedtimer_test.go).
-func shareForTest(t *testing.T) {
-	if !shareTimers {
-		shareTimers = true
-		t.Cleanup(func() { shareTimers = false })
-	}
 }
 
 // inlineFunc runs a func as an InlineHandler.
@@ -95,10 +85,12 @@ func inlineEchoHandler(pool *bufpool.Pool, started, release chan struct{}) Handl
 				<-release
 			}
 			// One flush for the response, as grpcwire's unary answer.
-			if err := s.WriteHeadersHold(respFields); err != nil {
+			s.HoldFlush()
+			if err := s.WriteHeaders(respFields, false); err != nil {
 				return
 			}
-			if err := s.WriteDataHold(pool.Copy(got), false); err != nil {
+			s.HoldFlush()
+			if err := s.WriteData(pool.Copy(got), false); err != nil {
 				return
 			}
 			s.WriteTrailers(trailerFields)

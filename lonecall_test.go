@@ -13,12 +13,12 @@ import (
 )
 
 // A lone unary call runs its handler on the connection's reader, and a
-// lone client reads its own response (internal/h2conn's lend.go). Neither
+// lone client reads its own response (internal/h2conn's reader.go). Neither
 // may stall the connection: while one handler blocks, another call on the
 // same connection completes (the watcher gives the server's read role to a
 // new reader), and a call whose handler blocks ends when its context does
 // (the client's own read is bounded).
-func TestLendBlockingHandler(t *testing.T) {
+func TestLoneCallBlockingHandler(t *testing.T) {
 	forPairs(t, func(t *testing.T, p pair) {
 		started := make(chan struct{}, 2)
 		release := make(chan struct{})

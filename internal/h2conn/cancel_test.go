@@ -11,55 +11,10 @@ import (
 	"github.com/leangrpc/leangrpc/internal/hpack"
 )
 
-// The streams an idle connection cuts from its free list go to the
-// process-wide spare pool, and its next burst of streams takes them back
-// instead of allocating.
-func TestIdleTrimFeedsSpareStreams(t *testing.T) {
-	if !shareTimers {
-		t.Skip("spare pool off")
-	}
-	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, false)
-	ctx := context.Background()
-	const n = 40
-	burst := func() []*Stream {
-		streams := make([]*Stream, n)
-		for i := range streams {
-			var err error
-			if streams[i], err = p.client.NewStream(ctx, reqFields("/x"), false); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, s := range streams {
-			finishStream(t, s)
-			s.Release()
-		}
-		return streams
-	}
-	first := make(map[*Stream]bool)
-	for _, s := range burst() {
-		first[s] = true
-	}
-	if got := freeStreamCount(p.client); got > idleFreeStreams {
-		t.Errorf("idle connection keeps %d released streams, want at most %d", got, idleFreeStreams)
-	}
-	reused := 0
-	for _, s := range burst() {
-		if first[s] {
-			reused++
-		}
-	}
-	// idleFreeStreams come from the free list; the race detector's
-	// sync.Pool drops a quarter of what it is given.
-	if reused <= idleFreeStreams {
-		t.Errorf("second burst reused %d of %d streams, want more than the %d the free list kept", reused, n, idleFreeStreams)
-	}
-	p.close(t)
-}
-
 // A stream that watches a cancel channel is reset with CANCEL by the call
 // waiting on it (RecvHeaders, Recv, a WriteData waiting for window) once
 // the channel closes; the server sees the reset.
-func TestWatchCancel(t *testing.T) {
+func TestWatchCanceled(t *testing.T) {
 	serverSaw := make(chan error, 4)
 	p := newPair(t, Config{InitialStreamWindow: 1 << 10}, Config{InitialStreamWindow: 1 << 10}, func(pool *bufpool.Pool) Handler {
 		return HandlerFunc(func(s *Stream) {
@@ -107,15 +62,14 @@ func TestWatchCancel(t *testing.T) {
 		var s *Stream
 		var err error
 		if tc.name == "RecvHeaders" {
-			// NewStreamWatch: held headers (the wait flushes them) and
+			// A unary call: held headers (the wait flushes them) and
 			// the context's Done watched.
 			cctx, cancel := context.WithCancel(ctx)
-			s, err = p.client.NewStreamWatch(cctx, reqFields(tc.path))
+			s, err = p.client.NewStream(cctx, reqFields(tc.path), StreamOptions{Unary: true, Canceled: cctx.Done(), WatchCanceled: true})
 			time.AfterFunc(20*time.Millisecond, cancel)
 		} else {
-			s, err = p.client.NewStream(ctx, reqFields(tc.path), false)
 			done := make(chan struct{})
-			s.WatchCancel(done)
+			s, err = p.client.NewStream(ctx, reqFields(tc.path), StreamOptions{Canceled: done, WatchCanceled: true})
 			time.AfterFunc(20*time.Millisecond, func() { close(done) })
 		}
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 )
 
-// Driven reads: one RawConn.Read for a run of reads.
+// ReadEach: one RawConn.Read for a run of reads.
 //
 // RawConn.Read clears the descriptor's readiness before its first callback,
 // so each ReadReady has to start with a read: an edge that came before the
@@ -22,57 +22,57 @@ import (
 // read that drained the socket, that read mostly finds it empty (EAGAIN):
 // one wasted system call per wait, and on a lone unary call it falls
 // between a request's write and the peer reading it, on the thread that
-// runs both. Drive stays inside one RawConn.Read and hands each read's
-// bytes to the caller's Driver from within the callback; after a read that
+// runs both. ReadEach stays inside one RawConn.Read and hands each read's
+// bytes to the caller's ReadHandler from within the callback; after a read that
 // drained the socket (it came back short) it parks without reading: an
 // edge since that read left the readiness set, and nothing clears it in
 // between.
 //
 // One thing a short read does not tell: whether the peer's FIN (or a
 // reset) is queued behind the bytes it returned. Such an end came before
-// the read, so no edge follows it, and a parked Drive sees it only when
-// more bytes or the bound (DriveWait) wake it. Drive therefore parks without
-// reading only under a bound, and a Driver that sees the peer announce
-// its end (HTTP/2's GOAWAY) should stop the drive, so that the next read,
+// the read, so no edge follows it, and a parked ReadEach sees it only when
+// more bytes or the bound (ReadWait) wake it. ReadEach therefore parks without
+// reading only under a bound, and a ReadHandler that sees the peer announce
+// its end (HTTP/2's GOAWAY) should stop the ReadEach, so that the next read,
 // outside, finds the end at once.
 
-// driveEmptyReads counts Drive's reads that found the socket empty,
-// process-wide; tests read it to check that Drive parks without them.
-var driveEmptyReads atomic.Int64
+// readEachEmptyReads counts ReadEach's reads that found the socket empty,
+// process-wide; tests read it to check that ReadEach parks without them.
+var readEachEmptyReads atomic.Int64
 
-// driveCall is the state of one Drive, taken from driveCalls for its
-// length; owned by the goroutine inside Drive.
-type driveCall struct {
-	fn       func(fd uintptr) bool // d.readOnce, bound once per driveCall
+// readEachCall is the state of one ReadEach, taken from readEachCalls for its
+// length; owned by the goroutine inside ReadEach.
+type readEachCall struct {
+	fn       func(fd uintptr) bool // d.readOnce, bound once per readEachCall
 	c        *Conn
 	pool     *bufpool.Pool
 	size     int
-	d        Driver
+	d        ReadHandler
 	err      error // from the socket
-	derr     error // from the Driver
+	derr     error // from the ReadHandler
 	parkNext bool  // the last read came back short: wait before reading again
 }
 
-var driveCalls = sync.Pool{New: func() any {
-	d := new(driveCall)
+var readEachCalls = sync.Pool{New: func() any {
+	d := new(readEachCall)
 	d.fn = d.readOnce
 	return d
 }}
 
-// Drive reads the socket into buffers from pool (bufpool.Default() when
+// ReadEach reads the socket into buffers from pool (bufpool.Default() when
 // nil) of size bytes (16 KiB+9 when size <= 0), taken when bytes are there,
-// and hands each to d.DriveRead until that returns more false (Drive
-// returns its error), the socket fails (Drive returns the error as
+// and hands each to d.HandleRead until that returns more false (ReadEach
+// returns its error), the socket fails (ReadEach returns the error as
 // ReadReady does, io.EOF at the peer's end) or, with a bound
-// (d.DriveWait() > 0), no byte came for that long: then timedOut is true,
+// (d.ReadWait() > 0), no byte came for that long: then timedOut is true,
 // holding nothing, as ReadReadyWithin returns. The bound is the read
 // deadline as ReadReadyWithin arms it (re-armed when a wait starts with
-// less than half the bound left). Only with a bound does Drive park after
+// less than half the bound left). Only with a bound does ReadEach park after
 // a short read without reading again (see above: an end queued behind the
-// bytes is then seen within the bound). The caller serialises Drive with
+// bytes is then seen within the bound). The caller serialises ReadEach with
 // the other reads.
-func (c *Conn) Drive(pool *bufpool.Pool, size int, d Driver) (timedOut bool, err error) {
-	within := d.DriveWait()
+func (c *Conn) ReadEach(pool *bufpool.Pool, size int, d ReadHandler) (timedOut bool, err error) {
+	within := d.ReadWait()
 	if within <= 0 {
 		if err := c.disarm(); err != nil {
 			return false, opError(c.Conn, "read", err)
@@ -93,12 +93,12 @@ func (c *Conn) Drive(pool *bufpool.Pool, size int, d Driver) (timedOut bool, err
 	if size <= 0 {
 		size = defaultReadSize
 	}
-	dc := driveCalls.Get().(*driveCall)
+	dc := readEachCalls.Get().(*readEachCall)
 	dc.c, dc.pool, dc.size, dc.d = c, pool, size, d
 	rerr := c.w.rc.Read(dc.fn)
 	err, derr := dc.err, dc.derr
-	*dc = driveCall{fn: dc.fn}
-	driveCalls.Put(dc)
+	*dc = readEachCall{fn: dc.fn}
+	readEachCalls.Put(dc)
 	if derr != nil {
 		return false, derr
 	}
@@ -126,10 +126,10 @@ func (c *Conn) Drive(pool *bufpool.Pool, size int, d Driver) (timedOut bool, err
 	return false, err
 }
 
-// readOnce is Drive's RawConn.Read callback: it reads and hands the bytes
+// readOnce is ReadEach's RawConn.Read callback: it reads and hands the bytes
 // on until the socket is empty (false: the runtime parks the goroutine and
-// calls again once it is readable) or Drive is to end (true).
-func (dc *driveCall) readOnce(fd uintptr) bool {
+// calls again once it is readable) or ReadEach is to end (true).
+func (dc *readEachCall) readOnce(fd uintptr) bool {
 	for {
 		if dc.parkNext {
 			dc.parkNext = false
@@ -141,25 +141,25 @@ func (dc *driveCall) readOnce(fd uintptr) bool {
 				dc.err = err
 				return true
 			}
-			driveEmptyReads.Add(1)
+			readEachEmptyReads.Add(1)
 			return dc.park()
 		}
 		short := b.Len() < dc.size
-		more, derr := dc.d.DriveRead(b) // ownership of b passes to the Driver
+		more, derr := dc.d.HandleRead(b) // ownership of b passes to the ReadHandler
 		if !more {
 			dc.derr = derr
 			return true
 		}
-		dc.parkNext = short && dc.d.DriveWait() > 0
+		dc.parkNext = short && dc.d.ReadWait() > 0
 	}
 }
 
 // park readies the wait that follows a false return: with a bound, the
 // read deadline is armed (or re-armed, when less than half the bound is
 // left) so that the wait gives up after between half the bound and the
-// bound, as DriveWait says it now.
-func (dc *driveCall) park() bool {
-	within := dc.d.DriveWait()
+// bound, as ReadWait says it now.
+func (dc *readEachCall) park() bool {
+	within := dc.d.ReadWait()
 	if within <= 0 {
 		return false
 	}

@@ -15,13 +15,13 @@ import (
 	"github.com/leangrpc/leangrpc/internal/h2test"
 )
 
-// TestDrivenReaderErrors checks the errors a peer's frames cause when they
-// arrive while the reader reads through sockio's Drive, as it does over a
+// TestReadEachErrors checks the errors a peer's frames cause when they
+// arrive while the reader reads through sockio's ReadEach, as it does over a
 // socket once more than one stream is open: the same RST_STREAM or GOAWAY
 // as through ReadFrame (the wire tests, over pipes), and Serve's error.
 // Two open streams put the reader there; the faulty frames follow in reads
 // of their own.
-func TestDrivenReaderErrors(t *testing.T) {
+func TestReadEachErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		send func(p *h2test.Peer)
@@ -42,7 +42,7 @@ func TestDrivenReaderErrors(t *testing.T) {
 		}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, served := drivenServer(t)
+			p, served := readEachServer(t)
 			tc.send(p)
 			if tc.stream != 0 {
 				p.WantRST(tc.stream, h2frame.ErrCodeProtocol)
@@ -66,10 +66,10 @@ func TestDrivenReaderErrors(t *testing.T) {
 	}
 }
 
-// drivenServer starts a server engine over TCP with pooled reads and a
+// readEachServer starts a server engine over TCP with pooled reads and a
 // scripted client that opens two streams, after which the reader is parked
-// in Drive. It returns the peer and Serve's result.
-func drivenServer(t *testing.T) (*h2test.Peer, chan error) {
+// in ReadEach. It returns the peer and Serve's result.
+func readEachServer(t *testing.T) (*h2test.Peer, chan error) {
 	t.Helper()
 	h2test.CheckGoroutines(t)
 	pool := bufpool.New(nil)
@@ -102,7 +102,7 @@ func drivenServer(t *testing.T) (*h2test.Peer, chan error) {
 			t.Fatal("the two streams did not reach the handler")
 		}
 	}
-	waitReader(t, "sockio.(*Conn).Drive")
+	waitReader(t, "sockio.(*Conn).ReadEach")
 	return p, served
 }
 
@@ -124,16 +124,16 @@ func waitReader(t *testing.T, fn string) {
 	t.Fatalf("the reader did not park in %s within 5s", fn)
 }
 
-// TestDrivenReaderLeavesAtGoAway checks that a GOAWAY ends the drive: the
+// TestReadEachLeavesAtGoAway checks that a GOAWAY ends the ReadEach: the
 // peer usually closes next, and a close queued behind the GOAWAY's bytes
-// is seen at once by ReadFrame's first read, while Drive would park
+// is seen at once by ReadFrame's first read, while ReadEach would park
 // without that read.
-func TestDrivenReaderLeavesAtGoAway(t *testing.T) {
-	p, _ := drivenServer(t)
+func TestReadEachLeavesAtGoAway(t *testing.T) {
+	p, _ := readEachServer(t)
 	d := [8]byte{1}
-	p.WritePing(d) // more bytes: the reader stays in Drive
+	p.WritePing(d) // more bytes: the reader stays in ReadEach
 	p.WantPingAck(d)
-	waitReader(t, "sockio.(*Conn).Drive")
+	waitReader(t, "sockio.(*Conn).ReadEach")
 	p.WriteGoAway(0, h2frame.ErrCodeNo, "")
 	waitReader(t, "sockio.(*Conn).ReadReady")
 }

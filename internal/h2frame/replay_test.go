@@ -7,7 +7,7 @@ import (
 	"github.com/leangrpc/leangrpc/internal/hpack"
 )
 
-// Raw HPACK representations (RFC 7541 §6) for the tests of seen.go.
+// Raw HPACK representations (RFC 7541 §6) for the tests of replay.go.
 var (
 	// A literal with incremental indexing and a new name: the table
 	// changes.
@@ -53,16 +53,16 @@ func wireOf(blocks ...[]byte) []byte {
 
 // A block that leaves the table alone is replayed from memory when it
 // comes again, and decoded anew once a block changed the table.
-func TestSeenBlockReplayedUntilTableChanges(t *testing.T) {
+func TestReplayedBlockReplayedUntilTableChanges(t *testing.T) {
 	r := NewReader(bytes.NewReader(wireOf(insertA1, newest, newest, insertB2, newest)), ReaderConfig{})
 	fields, _ := headersOf(t, r, 5, func(i int) {
 		if i == 2 {
 			// The second read of the same block must come from memory:
 			// mark what is remembered so that a replay shows.
-			if r.seen == nil || !r.seen.ents[0].ok {
+			if r.replay == nil || !r.replay.ents[0].ok {
 				t.Fatal("the block that left the table alone was not remembered")
 			}
-			r.seen.ents[0].fields[0].Value = "replayed"
+			r.replay.ents[0].fields[0].Value = "replayed"
 		}
 	})
 	want := []string{"a:1", "a:1", "a:replayed", "b:2", "b:2"}
@@ -74,29 +74,29 @@ func TestSeenBlockReplayedUntilTableChanges(t *testing.T) {
 }
 
 // checkFields' verdict comes back with a replayed block.
-func TestSeenBlockKeepsVerdict(t *testing.T) {
+func TestReplayedBlockKeepsVerdict(t *testing.T) {
 	r := NewReader(bytes.NewReader(wireOf(upper, upper)), ReaderConfig{})
 	_, invalid := headersOf(t, r, 2, nil)
 	if invalid[0] == "" || invalid[1] != invalid[0] {
 		t.Fatalf("verdicts %q", invalid)
 	}
-	if r.seen == nil {
+	if r.replay == nil {
 		t.Fatal("not remembered")
 	}
 }
 
 // A changed header list limit, or a Reader gone idle, decodes anew.
-func TestSeenBlockForgotten(t *testing.T) {
+func TestReplayedBlockForgotten(t *testing.T) {
 	r := NewReader(bytes.NewReader(wireOf(insertA1, newest, newest, newest)), ReaderConfig{})
 	fields, _ := headersOf(t, r, 4, func(i int) {
 		switch i {
 		case 2:
-			r.seen.ents[0].fields[0].Value = "stale"
+			r.replay.ents[0].fields[0].Value = "stale"
 			r.SetMaxHeaderListSize(1 << 20)
 		case 3:
-			r.seen.ents[1].fields[0].Value = "stale"
+			r.replay.ents[1].fields[0].Value = "stale"
 			r.ForgetHeaderBlocks()
-			if r.seen != nil {
+			if r.replay != nil {
 				t.Fatal("memory kept after ForgetHeaderBlocks")
 			}
 		}
@@ -110,10 +110,10 @@ func TestSeenBlockForgotten(t *testing.T) {
 
 // Blocks over the header list limit are not remembered: their fields are
 // truncated.
-func TestSeenBlockNotRememberedWhenTruncated(t *testing.T) {
+func TestReplayedBlockNotRememberedWhenTruncated(t *testing.T) {
 	r := NewReader(bytes.NewReader(wireOf(insertA1, newest)), ReaderConfig{MaxHeaderListSize: 1})
 	headersOf(t, r, 2, nil)
-	if r.seen != nil {
+	if r.replay != nil {
 		t.Fatal("a truncated block was remembered")
 	}
 }

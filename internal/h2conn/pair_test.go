@@ -125,7 +125,7 @@ func roundTrip(t testing.TB, c *Conn, pool *bufpool.Pool, payload []byte) []byte
 // it returns the stream, not released, and the bytes received.
 func echoExchange(t testing.TB, c *Conn, pool *bufpool.Pool, payload []byte) (*Stream, []byte) {
 	t.Helper()
-	s, err := c.NewStream(context.Background(), reqFields("/echo"), false)
+	s, err := c.NewStream(context.Background(), reqFields("/echo"), StreamOptions{})
 	if err != nil {
 		t.Fatalf("NewStream: %v", err)
 	}
@@ -269,7 +269,7 @@ func TestResetByClient(t *testing.T) {
 		})
 	}
 	p := newPair(t, Config{}, Config{}, h, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func TestGracefulShutdown(t *testing.T) {
 		})
 	}
 	p := newPair(t, Config{}, Config{}, h, true)
-	s, err := p.client.NewStream(context.Background(), reqFields("/slow"), true)
+	s, err := p.client.NewStream(context.Background(), reqFields("/slow"), StreamOptions{EndStream: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	p.server.GracefulShutdown()
 	<-p.client.GoingAway()
-	if _, err := p.client.NewStream(context.Background(), reqFields("/x"), true); !errors.Is(err, ErrGoingAway) {
+	if _, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true}); !errors.Is(err, ErrGoingAway) {
 		t.Fatalf("NewStream after GOAWAY: %v", err)
 	}
 	close(release)
@@ -349,7 +349,7 @@ func TestCloseFailsStreams(t *testing.T) {
 	g := runtime.NumGoroutine()
 	h := func(pool *bufpool.Pool) Handler { return HandlerFunc(func(s *Stream) {}) }
 	p := newPair(t, Config{}, Config{}, h, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestCloseFailsStreams(t *testing.T) {
 	if err := <-done; !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Recv after Close: %v", err)
 	}
-	if _, err := p.client.NewStream(context.Background(), reqFields("/x"), true); !errors.Is(err, ErrConnClosed) {
+	if _, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true}); !errors.Is(err, ErrConnClosed) {
 		t.Fatalf("NewStream after Close: %v", err)
 	}
 	p.close(t)
@@ -405,7 +405,7 @@ func TestHoldFlushBatchesWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := cl.NewStream(context.Background(), reqFields("/x"), true)
+		s, err := cl.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -463,7 +463,7 @@ func TestMisuse(t *testing.T) {
 	got := make(chan *Stream, 1)
 	h := func(pool *bufpool.Pool) Handler { return HandlerFunc(func(s *Stream) { got <- s }) }
 	p := newPair(t, Config{}, Config{}, h, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), true)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,7 +483,7 @@ func TestMisuse(t *testing.T) {
 	if _, _, err := ss.RecvHeaders(); !errors.Is(err, ErrWrongRole) {
 		t.Errorf("RecvHeaders on a server stream: %v", err)
 	}
-	if _, err := p.server.NewStream(context.Background(), reqFields("/x"), true); !errors.Is(err, ErrWrongRole) {
+	if _, err := p.server.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true}); !errors.Is(err, ErrWrongRole) {
 		t.Errorf("NewStream on a server: %v", err)
 	}
 	if err := ss.WriteTrailers(trailerFields); err != nil {
@@ -501,24 +501,6 @@ func TestMisuse(t *testing.T) {
 	checkLeaks(t, p.pool, g)
 }
 
-// Small RPCs never make the BDP estimator ping (grpc-go pings on every
-// burst of data; we wait for a window's worth).
-func TestNoBDPPingsOnSmallRPCs(t *testing.T) {
-	g := runtime.NumGoroutine()
-	p := newPair(t, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return echoHandler(t, pool) }, true)
-	for range 300 {
-		roundTrip(t, p.client, p.pool, make([]byte, 1000))
-	}
-	p.server.mu.Lock()
-	pinged := p.server.lastPingAt != 0
-	p.server.mu.Unlock()
-	if pinged {
-		t.Error("the client pinged during small RPCs")
-	}
-	p.close(t)
-	checkLeaks(t, p.pool, g)
-}
-
 // GoAway(NO_ERROR) with no stream open closes the connection; the peer sees
 // the GOAWAY and its NewStream fails as retryable.
 func TestGoAwayIdle(t *testing.T) {
@@ -532,7 +514,7 @@ func TestGoAwayIdle(t *testing.T) {
 		t.Fatal("server did not close after GoAway with no streams")
 	}
 	<-p.client.GoingAway()
-	if _, err := p.client.NewStream(context.Background(), reqFields("/x"), true); !errors.Is(err, ErrGoingAway) && !errors.Is(err, ErrConnClosed) {
+	if _, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true}); !errors.Is(err, ErrGoingAway) && !errors.Is(err, ErrConnClosed) {
 		t.Fatalf("NewStream after GOAWAY: %v", err)
 	}
 	p.close(t)
