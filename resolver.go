@@ -154,6 +154,11 @@ func (cc *ClientConn) resolveNow() {
 // config (the resolver's, else the default one, as grpc-go does), builds
 // or switches the balancer the config names, and gives it the state.
 func (cc *ClientConn) updateResolverState(rc *resolverConn, s resolver.State) error {
+	var given *serviceConfig
+	givenErr, givenOK := error(nil), false
+	if s.ServiceConfig != nil && s.ServiceConfig.Err == nil && !cc.opts.disableServiceConfig {
+		given, givenOK, givenErr = cc.ownConfig(s.ServiceConfig.Config)
+	}
 	cc.mu.Lock()
 	if cc.closed || rc != cc.res {
 		cc.mu.Unlock()
@@ -162,10 +167,9 @@ func (cc *ClientConn) updateResolverState(rc *resolverConn, s resolver.State) er
 	var ret error
 	cfg := cc.defaultConfig()
 	if !cc.opts.disableServiceConfig && s.ServiceConfig != nil {
-		c, ok := s.ServiceConfig.Config.(*serviceConfig)
 		switch {
-		case s.ServiceConfig.Err == nil && ok:
-			cfg = c
+		case s.ServiceConfig.Err == nil && givenOK && givenErr == nil:
+			cfg = given
 			cc.resolverConfig = true
 		case cc.resolverConfig:
 			// A bad config after a good one: keep the one in force.
@@ -173,9 +177,12 @@ func (cc *ClientConn) updateResolverState(rc *resolverConn, s resolver.State) er
 			cfg = cc.sc.Load()
 		default:
 			var err error
-			if s.ServiceConfig.Err != nil {
+			switch {
+			case s.ServiceConfig.Err != nil:
 				err = status.Errorf(codes.Unavailable, "error parsing service config: %v", s.ServiceConfig.Err)
-			} else {
+			case givenErr != nil:
+				err = status.Errorf(codes.Unavailable, "error parsing service config: %v", givenErr)
+			default:
 				err = status.Errorf(codes.Unavailable, "illegal service config type: %T", s.ServiceConfig.Config)
 			}
 			cc.failLocked(err)
