@@ -3,6 +3,7 @@ package leangrpc
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"google.golang.org/grpc/balancer"
@@ -39,7 +40,9 @@ type balancerWrapper struct {
 
 	mu       sync.Mutex
 	closed   bool
-	subConns map[*subConn]struct{}
+	// subConns are the SubConns it made and has not shut down; a slice,
+	// since a channel has few and an idle one should cost little.
+	subConns []*subConn
 }
 
 // newBalancer builds the named policy; the caller runs it in the
@@ -49,7 +52,7 @@ func (cc *ClientConn) newBalancer(name string) (*balancerWrapper, error) {
 	if b == nil {
 		return nil, fmt.Errorf("leangrpc: no balancer registered as %q", name)
 	}
-	bw := &balancerWrapper{cc: cc, name: name, subConns: make(map[*subConn]struct{})}
+	bw := &balancerWrapper{cc: cc, name: name}
 	bw.bal = b.Build(bw, balancer.BuildOptions{
 		DialCreds:       cc.opts.creds,
 		CredsBundle:     cc.opts.bundle,
@@ -82,7 +85,7 @@ func (bw *balancerWrapper) close() {
 	scs := bw.subConns
 	bw.subConns = nil
 	bw.mu.Unlock()
-	for sc := range scs {
+	for _, sc := range scs {
 		sc.Shutdown()
 	}
 }
@@ -99,11 +102,8 @@ func (bw *balancerWrapper) NewSubConn(addrs []resolver.Address, opts balancer.Ne
 		bw.mu.Unlock()
 		return nil, errors.New("balancer is being closed; no new SubConns allowed")
 	}
-	bw.subConns[sc] = struct{}{}
+	bw.subConns = append(bw.subConns, sc)
 	bw.mu.Unlock()
-	if !bw.cc.addSubConn(sc) {
-		return nil, errors.New("grpc: the client connection is closing")
-	}
 	return sc, nil
 }
 
@@ -137,10 +137,22 @@ func (bw *balancerWrapper) Target() string { return bw.cc.target }
 // recorder that is never nil.
 func (bw *balancerWrapper) MetricsRecorder() estats.MetricsRecorder { return noMetrics{} }
 
+// current returns the SubConns not shut down (a copy).
+func (bw *balancerWrapper) current() []*subConn {
+	bw.mu.Lock()
+	defer bw.mu.Unlock()
+	return slices.Clone(bw.subConns)
+}
+
 // forget drops sc from the policy's SubConns after its Shutdown.
 func (bw *balancerWrapper) forget(sc *subConn) {
 	bw.mu.Lock()
-	delete(bw.subConns, sc)
+	if i := slices.Index(bw.subConns, sc); i >= 0 {
+		last := len(bw.subConns) - 1
+		bw.subConns[i] = bw.subConns[last]
+		bw.subConns[last] = nil
+		bw.subConns = bw.subConns[:last]
+	}
 	bw.mu.Unlock()
 }
 

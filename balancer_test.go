@@ -2,6 +2,7 @@ package leangrpc_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -505,5 +506,121 @@ func TestBalancerStateFollowsPolicy(t *testing.T) {
 	_, err = calledPeer(t, cc)
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("call without addresses: %v, want Unavailable", err)
+	}
+}
+
+// gatePolicy wraps pick_first with a picker that refuses every pick
+// while its gate is closed: with balancer.ErrNoSubConnAvailable (calls
+// queue) or with a plain error (fail-fast calls fail, wait-for-ready calls
+// queue). open republishes the last state with the gate open.
+type gatePolicy struct {
+	name  string
+	plain bool // refuse with a plain error rather than ErrNoSubConnAvailable
+	gate  *gate
+}
+
+type gate struct {
+	mu    sync.Mutex
+	open  bool
+	cc    balancer.ClientConn
+	state balancer.State
+}
+
+func (g *gate) openAndPublish() {
+	g.mu.Lock()
+	g.open = true
+	cc, st := g.cc, g.state
+	g.mu.Unlock()
+	if cc != nil {
+		cc.UpdateState(st)
+	}
+}
+
+func (p gatePolicy) Name() string { return p.name }
+
+func (p gatePolicy) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
+	return balancer.Get(pickfirst.Name).Build(&gateCC{ClientConn: cc, p: p}, opts)
+}
+
+type gateCC struct {
+	balancer.ClientConn
+	p gatePolicy
+}
+
+func (w *gateCC) UpdateState(s balancer.State) {
+	next := s.Picker
+	s.Picker = gatePicker{next: next, p: w.p}
+	w.p.gate.mu.Lock()
+	w.p.gate.cc, w.p.gate.state = w.ClientConn, s
+	w.p.gate.mu.Unlock()
+	w.ClientConn.UpdateState(s)
+}
+
+type gatePicker struct {
+	next balancer.Picker
+	p    gatePolicy
+}
+
+func (g gatePicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	g.p.gate.mu.Lock()
+	open := g.p.gate.open
+	g.p.gate.mu.Unlock()
+	if open {
+		return g.next.Pick(info)
+	}
+	if g.p.plain {
+		return balancer.PickResult{}, errors.New("gate closed")
+	}
+	return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
+}
+
+// TestBalancerPickerQueues: calls wait while the picker has no SubConn
+// for them and go on when the policy publishes one that has; a plain
+// picker error fails a fail-fast call with Unavailable and its message,
+// and makes a wait-for-ready call wait.
+func TestBalancerPickerQueues(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
+			forLBPairs(t, func(t *testing.T, leanClient, leanServer bool) {
+				g := &gate{}
+				name := fmt.Sprintf("leangrpc_test_gate_%v_%s_%s", plain, stackName(leanClient), stackName(leanServer))
+				balancer.Register(gatePolicy{name: name, plain: plain, gate: g})
+				bs := lbBackends(t, 1, leanServer)
+				r := newConfigResolver("lbgate", fmt.Sprintf(`{"loadBalancingConfig":[{%q:{}}]}`, name), bs[0].addr)
+				cc, err := newStackClient(leanClient, "lbgate:///svc", r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cc.Close()
+				client := testgrpc.NewTestServiceClient(cc)
+				if plain {
+					_, err := client.EmptyCall(ctxT(t), &testpb.Empty{})
+					if status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "gate closed" {
+						t.Fatalf("fail-fast call on a closed gate: %v, want Unavailable \"gate closed\"", err)
+					}
+				} else {
+					ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+					_, err := client.EmptyCall(ctx, &testpb.Empty{})
+					cancel()
+					if status.Code(err) != codes.DeadlineExceeded {
+						t.Fatalf("call on a closed gate: %v, want DeadlineExceeded after waiting", err)
+					}
+				}
+				result := make(chan error, 1)
+				go func() {
+					_, err := client.EmptyCall(ctxT(t), &testpb.Empty{}, grpc.WaitForReady(true))
+					result <- err
+				}()
+				select {
+				case err := <-result:
+					t.Fatalf("wait-for-ready call ended before the gate opened: %v", err)
+				case <-time.After(50 * time.Millisecond):
+				}
+				g.openAndPublish()
+				if err := <-result; err != nil {
+					t.Fatalf("queued call after the gate opened: %v", err)
+				}
+			})
+		})
 	}
 }

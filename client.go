@@ -83,7 +83,10 @@ type ClientConn struct {
 	unaryInt  grpc.UnaryClientInterceptor
 	streamInt grpc.StreamClientInterceptor
 	pool      *bufpool.Pool
-	h2cfg     *h2conn.Config // shared by the ClientConns of one configuration; read-only
+	// h2cfg is the configuration of new connections, shared by the
+	// ClientConns of one configuration and read-only; a GOAWAY
+	// too_many_pings replaces it with one that pings half as often.
+	h2cfg atomic.Pointer[h2conn.Config]
 	userAgent string
 	// acceptEncoding is the grpc-accept-encoding of the calls: the
 	// compressors registered in grpc-go's registry when the ClientConn was
@@ -122,7 +125,6 @@ type ClientConn struct {
 	// resolverConfig is set once the resolver gave a valid service
 	// config: a later invalid one keeps the config in force.
 	resolverConfig bool
-	subConns       map[*subConn]struct{}
 	old            []*h2conn.Conn // connections that finish their calls and close
 	// idleTimer, running while the ClientConn is out of IDLE and
 	// WithIdleTimeout is on, looks for calls every idle timeout.
@@ -220,7 +222,7 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	if cc.opts.bufferPool != nil {
 		cc.pool = bufpool.New(cc.opts.bufferPool)
 	}
-	cc.h2cfg = h2conn.SharedConfig(h2conn.Config{
+	cc.h2cfg.Store(h2conn.SharedConfig(h2conn.Config{
 		InitialStreamWindow:          windowSize(cc.opts.initialWindow),
 		MaxFrameSize:                 cc.opts.maxFrameSize,
 		InitialConnWindow:            windowSize(cc.opts.initialConnWindow),
@@ -231,7 +233,7 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		KeepaliveTime:                cc.opts.kp.Time,
 		KeepaliveTimeout:             cc.opts.kp.Timeout,
 		KeepalivePermitWithoutStream: cc.opts.kp.PermitWithoutStream,
-	})
+	}))
 	return cc, nil
 }
 
@@ -273,16 +275,11 @@ func (cc *ClientConn) Close() error {
 		cc.ser.run(bw.close)
 	}
 	cc.ser.close()
+	// The balancer's close shut its SubConns down, which moved their
+	// connections to old.
 	cc.mu.Lock()
 	conns := cc.old
 	cc.old = nil
-	for sc := range cc.subConns {
-		sc.mu.Lock()
-		if sc.conn != nil {
-			conns = append(conns, sc.conn)
-		}
-		sc.mu.Unlock()
-	}
 	cc.mu.Unlock()
 	for _, c := range conns {
 		c.Close()

@@ -57,7 +57,7 @@ func (cc *ClientConn) connectAddr(parent context.Context, a resolver.Address) (*
 		return nil, nil, err
 	}
 	nc = secured(raw, nc)
-	conn, err := h2conn.NewClientConn(nc, *cc.h2cfg)
+	conn, err := h2conn.NewClientConn(nc, *cc.h2cfg.Load())
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
@@ -103,4 +103,23 @@ func dialNetwork(addr string) (network, address string) {
 		return "unix", u.Host
 	}
 	return "unix", u.Path
+}
+
+// pingedTooOften is told that a server closed a connection with GOAWAY
+// ENHANCE_YOUR_CALM "too_many_pings": the channel's later connections
+// ping at twice the configured keepalive time, as grpc-go's do.
+func (cc *ClientConn) pingedTooOften() {
+	for {
+		cur := cc.h2cfg.Load()
+		t := 2 * cc.opts.kp.Time
+		if t <= cur.KeepaliveTime {
+			return
+		}
+		next := *cur
+		next.KeepaliveTime = t
+		if cc.h2cfg.CompareAndSwap(cur, h2conn.SharedConfig(next)) {
+			logger.Warningf("server answered keepalive pings with GOAWAY too_many_pings; keepalive time is now %v", t)
+			return
+		}
+	}
 }

@@ -62,12 +62,12 @@ func (cc *ClientConn) Connect() {
 // in TRANSIENT_FAILURE go IDLE at once and their balancer reconnects.
 func (cc *ClientConn) ResetConnectBackoff() {
 	cc.mu.Lock()
-	scs := make([]*subConn, 0, len(cc.subConns))
-	for sc := range cc.subConns {
-		scs = append(scs, sc)
-	}
+	bw := cc.bw
 	cc.mu.Unlock()
-	for _, sc := range scs {
+	if bw == nil {
+		return
+	}
+	for _, sc := range bw.current() {
 		sc.resetBackoff()
 	}
 }
@@ -129,27 +129,8 @@ func (cc *ClientConn) exitIdle() {
 	}
 }
 
-// addSubConn registers a SubConn a balancer made; false once closed.
-func (cc *ClientConn) addSubConn(sc *subConn) bool {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	if cc.closed {
-		return false
-	}
-	if cc.subConns == nil {
-		cc.subConns = make(map[*subConn]struct{})
-	}
-	cc.subConns[sc] = struct{}{}
-	return true
-}
-
 // forgetSubConn drops a SubConn that was shut down.
-func (cc *ClientConn) forgetSubConn(sc *subConn) {
-	cc.mu.Lock()
-	delete(cc.subConns, sc)
-	cc.mu.Unlock()
-	sc.bw.forget(sc)
-}
+func (cc *ClientConn) forgetSubConn(sc *subConn) { sc.bw.forget(sc) }
 
 // keepDraining holds a connection that finishes its calls before it
 // closes, so that Close and idle mode can end it.
@@ -171,7 +152,11 @@ func (cc *ClientConn) checkIdle() {
 		return
 	}
 	busy := cc.waitingPicks.Load() > 0
-	for sc := range cc.subConns {
+	var scs []*subConn
+	if cc.bw != nil {
+		scs = cc.bw.current()
+	}
+	for _, sc := range scs {
 		sc.mu.Lock()
 		if sc.state == connectivity.Connecting {
 			busy = true

@@ -16,6 +16,8 @@ import (
 	"github.com/leangrpc/leangrpc/internal/sockio"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/interop"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/keepalive"
 )
@@ -169,4 +171,47 @@ func TestServerKeepaliveSharedTimers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestKeepaliveTooManyPings: when a server answers a client's keepalive
+// pings with GOAWAY ENHANCE_YOUR_CALM "too_many_pings", the channel's
+// later connections ping at twice the configured time, as grpc-go's do;
+// calls keep working over a new connection.
+func TestKeepaliveTooManyPings(t *testing.T) {
+	base, bufs := baseline()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// grpc-go's default policy (pings at least 5 minutes apart, not
+	// without streams): the client's pings every 20 ms are strikes.
+	s := grpc.NewServer()
+	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Serve(lis) }()
+	const every = 20 * time.Millisecond
+	cc, err := leangrpc.NewClient(lis.Addr().String(),
+		leangrpc.WithKeepaliveParamsUnfloored(keepalive.ClientParameters{Time: every, Timeout: time.Second, PermitWithoutStream: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := testgrpc.NewTestServiceClient(cc)
+	if _, err := client.EmptyCall(ctxT(t), &testpb.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for leangrpc.KeepaliveTimeOf(cc) != 2*every {
+		if time.Now().After(deadline) {
+			t.Fatalf("keepalive time %v 10 s after the first ping, want %v after GOAWAY too_many_pings", leangrpc.KeepaliveTimeOf(cc), 2*every)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := client.EmptyCall(ctxT(t), &testpb.Empty{}, grpc.WaitForReady(true)); err != nil {
+		t.Fatalf("call after the GOAWAY: %v", err)
+	}
+	cc.Close()
+	s.Stop()
+	<-done
+	checkGoroutines(t, base)
+	checkBuffers(t, bufs)
 }

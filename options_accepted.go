@@ -56,10 +56,6 @@ func WithNoProxy() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
 // disabled), so none is ever applied.
 func WithDisableServiceConfig() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
 
-// WithDisableHealthCheck is accepted and has no effect: leangrpc has no
-// load balancer and runs no client-side health checks to disable.
-func WithDisableHealthCheck() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
-
 // WithDisableRetry is accepted and has no effect: leangrpc has no retry
 // policy (no service config) to disable. Like grpc-go it still retries,
 // transparently, a call the server never processed (refused stream, or

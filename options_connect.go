@@ -119,3 +119,10 @@ const defaultIdleTimeout = 30 * time.Minute
 func WithIdleTimeout(d time.Duration) DialOption {
 	return dialOptionFunc(func(o *dialOptions) { o.idleTimeout = d })
 }
+
+// WithDisableHealthCheck turns client-side health checking off: a
+// service config's healthCheckConfig is ignored, and balancers see a
+// SubConn as healthy as soon as it is READY, as with grpc-go's option.
+func WithDisableHealthCheck() DialOption {
+	return dialOptionFunc(func(o *dialOptions) { o.disableHealthCheck = true })
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leangrpc/leangrpc/internal/h2conn"
+	"github.com/leangrpc/leangrpc/internal/h2frame"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
@@ -238,6 +239,9 @@ func (sc *subConn) lost(conn *h2conn.Conn) {
 	sc.ready.Store(nil)
 	sc.setStateLocked(connectivity.Idle, nil)
 	sc.mu.Unlock()
+	if code, debug, ok := conn.PeerGoAway(); ok && code == h2frame.ErrCodeEnhanceYourCalm && debug == "too_many_pings" {
+		sc.cc.pingedTooOften()
+	}
 	sc.cc.keepDraining(conn)
 	sc.cc.resolveNow()
 	sc.cc.ser.drain()

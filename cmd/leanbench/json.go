@@ -33,6 +33,9 @@ type Env struct {
 	// Compression is the compressor the clients used (-compression), ""
 	// for none.
 	Compression string `json:"compression,omitempty"`
+	// Balancing is "N backends, POLICY" for multi-backend runs
+	// (-backends, -lb), empty otherwise.
+	Balancing string `json:"balancing,omitempty"`
 	// LoadAvg is the 1-minute load average when leanbench started (Linux):
 	// figures taken on a machine with load above its CPU count are noisy.
 	LoadAvg float64 `json:"loadAvg,omitempty"`

@@ -50,6 +50,11 @@ type options struct {
 	// (grpc.UseCompressor), "" for none; the servers answer in kind.
 	compression string
 	tls         *benchTLS // nil: plaintext
+	// backends is how many servers each throughput run starts, and lb
+	// the policy the clients spread their calls over them with (see
+	// backends.go); 1 and "" dial the one server directly.
+	backends int
+	lb       string
 }
 
 // runner executes a plan and collects its results.
@@ -99,6 +104,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile after each measured run, and FILE.base before it (go tool pprof -base FILE.base FILE); idle: a heap profile of each child after measuring (FILE.STACK.server, FILE.STACK.client)")
 	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate while profiling (0: leave the default)")
 	fs.StringVar(&o.compression, "compression", "", "compressor every client's calls use (grpc.UseCompressor), e.g. gzip; the servers answer in kind (default none)")
+	fs.IntVar(&o.backends, "backends", 1, "servers per throughput run; with more than one, each client channel balances its calls over all of them with -lb")
+	fs.StringVar(&o.lb, "lb", "", "load-balancing policy of the clients over the -backends servers, from grpc-go's registry (default pick_first)")
 	useTLS := fs.Bool("tls", false, "every stack and workload over TLS ("+tlsDescription+", a certificate made at start, grpc-go's credentials.NewTLS on both stacks)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: leanbench [flags]\n       leanbench compare OLD.json NEW.json\n\n"+
@@ -128,6 +135,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := checkCompression(o.compression); err != nil {
 		fmt.Fprintf(stderr, "leanbench: %v\n", err)
+		return 2
+	}
+	if err := checkLB(o.lb); err != nil || o.backends < 1 {
+		fmt.Fprintf(stderr, "leanbench: %v (and -backends must be >= 1)\n", err)
 		return 2
 	}
 
@@ -167,6 +178,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// before leanbench added its own load.
 	env := currentEnv(args)
 	env.Compression = o.compression
+	if o.backends > 1 || o.lb != "" {
+		env.Balancing = fmt.Sprintf("%d backends, %s", o.backends, lbName(o.lb))
+	}
 	if o.tls != nil {
 		env.Security = tlsDescription
 	}

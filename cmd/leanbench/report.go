@@ -144,6 +144,9 @@ func printReport(w io.Writer, env Env, plan []config, stacks []stack, results []
 	if env.Compression != "" {
 		fmt.Fprintf(w, "compression: %s (every client's calls, grpc.UseCompressor; the servers answer in kind)\n", env.Compression)
 	}
+	if env.Balancing != "" {
+		fmt.Fprintf(w, "balancing: %s (each client channel spreads its calls over the servers; see -backends)\n", env.Balancing)
+	}
 	if env.LoadAvg > float64(env.CPUs) {
 		fmt.Fprintln(w, "note: the machine was busy (load average above the CPU count): ops/s and latency are noisy; CPU/op, allocs/op and ratios less so.")
 	}

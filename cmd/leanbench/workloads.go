@@ -161,6 +161,7 @@ func (r *runner) runThroughput(st stack, cfg config, round int) Result {
 		"-round", strconv.Itoa(round),
 		"-benchtime", r.opts.benchtime.String(), "-warmup", r.opts.warmup.String(), "-timeout", r.opts.timeout.String(),
 		"-compression", r.opts.compression,
+		"-backends", strconv.Itoa(r.opts.backends), "-lb", r.opts.lb,
 	}
 	args = append(args, r.opts.tls.childArgs()...)
 	base := r.profileBase(st, cfg, round)
@@ -230,6 +231,8 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.memprofile, "memprofile", "", "allocation profile file")
 	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate")
 	fs.StringVar(&o.compression, "compression", "", "compressor of the client's calls")
+	fs.IntVar(&o.backends, "backends", 1, "servers (see leanbench -backends)")
+	fs.StringVar(&o.lb, "lb", "", "load-balancing policy (see leanbench -lb)")
 	certFile := fs.String("tlscert", "", "TLS certificate file (with -tlskey: TLS, see leanbench -tls)")
 	keyFile := fs.String("tlskey", "", "TLS key file")
 	if err := fs.Parse(args); err != nil {
@@ -243,7 +246,7 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 	}
 	o.tls = sec
 	sts, err := parseStacks(*stackName)
-	if err != nil || len(sts) != 1 || cfg.concurrency < 1 || cfg.connections < 1 || checkCompression(o.compression) != nil {
+	if err != nil || len(sts) != 1 || cfg.concurrency < 1 || cfg.connections < 1 || checkCompression(o.compression) != nil || o.backends < 1 || checkLB(o.lb) != nil {
 		enc.Encode(childMsg{Error: fmt.Sprintf("run-one: bad arguments %q", args)})
 		return 2
 	}
@@ -280,15 +283,20 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 // measureThroughput runs one workload in this process, client and server
 // together, and measures it.
 func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
-	srv, err := startServer(st.server, r.opts.tls)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err := srv.stop(); err != nil {
-			r.progressf("warning: %v", err)
+	var addrs []string
+	for range r.opts.backends {
+		srv, err := startServer(st.server, r.opts.tls)
+		if err != nil {
+			return nil, err
 		}
-	}()
+		defer func() {
+			if err := srv.stop(); err != nil {
+				r.progressf("warning: %v", err)
+			}
+		}()
+		addrs = append(addrs, srv.addr)
+	}
+	balanced := r.opts.backends > 1 || r.opts.lb != ""
 
 	conns := make([]grpc.ClientConnInterface, cfg.connections)
 	var closers []func() error
@@ -303,7 +311,14 @@ func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
 		}
 	}()
 	for i := range conns {
-		cc, closeFn, err := dialSafe(st.client, srv.addr, r.opts.tls)
+		var cc grpc.ClientConnInterface
+		var closeFn func() error
+		var err error
+		if balanced {
+			cc, closeFn, err = dialBalanced(st.client, addrs, r.opts.lb, r.opts.tls)
+		} else {
+			cc, closeFn, err = dialSafe(st.client, addrs[0], r.opts.tls)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -220,6 +220,14 @@ func (c *Conn) Done() <-chan struct{} { return c.doneChan() }
 // was received or sent, or the connection ended.
 func (c *Conn) GoingAway() <-chan struct{} { return c.goingAwayChan() }
 
+// PeerGoAway returns the error code and debug data of the GOAWAY the peer
+// sent, and false when it sent none or sent NO_ERROR.
+func (c *Conn) PeerGoAway() (code h2frame.ErrCode, debug string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peerGoAwayCode, c.peerGoAwayDebug, c.goAwayRecv && c.peerGoAwayCode != h2frame.ErrCodeNo
+}
+
 // OnGoingAway arranges for f to run, on a goroutine of its own, once the
 // connection accepts no new streams (when GoingAway closes); at once if it
 // already does. It lets a client learn that a connection it keeps idle is
