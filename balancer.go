@@ -38,8 +38,8 @@ type balancerWrapper struct {
 	name string
 	bal  balancer.Balancer
 
-	mu       sync.Mutex
-	closed   bool
+	mu     sync.Mutex
+	closed bool
 	// subConns are the SubConns it made and has not shut down; a slice,
 	// since a channel has few and an idle one should cost little.
 	subConns []*subConn

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,12 +19,13 @@ import (
 	_ "google.golang.org/grpc/balancer/weightedroundrobin"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/interop"
-	"google.golang.org/grpc/metadata"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 )
@@ -623,4 +625,74 @@ func TestBalancerPickerQueues(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestResolverServiceConfig: a service config from the resolver applies
+// (its method config's timeout ends a slow call), wins over the default
+// one, is ignored under WithDisableServiceConfig, and an invalid one
+// before any valid one fails calls with grpc-go's status.
+func TestResolverServiceConfig(t *testing.T) {
+	const timeoutConfig = `{"methodConfig":[{"name":[{"service":"grpc.testing.TestService"}],"timeout":"0.05s"}]}`
+	slow := func(t *testing.T, cc grpc.ClientConnInterface) error {
+		// A streaming call that the server answers after 2 s.
+		s, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(ctxT(t), &testpb.StreamingOutputCallRequest{
+			ResponseParameters: []*testpb.ResponseParameters{{Size: 1, IntervalUs: 2_000_000}},
+		})
+		if err != nil {
+			return err
+		}
+		_, err = s.Recv()
+		return err
+	}
+	forClients(t, func(t *testing.T, lean bool) {
+		a := leanTestServer(t)
+		t.Run("applied", func(t *testing.T) {
+			r := newConfigResolver("scapply", timeoutConfig, a)
+			cc, err := newStackClient(lean, "scapply:///svc", r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			if err := slow(t, cc); status.Code(err) != codes.DeadlineExceeded {
+				t.Fatalf("slow call under the resolver's 50 ms timeout: %v, want DeadlineExceeded", err)
+			}
+		})
+		t.Run("disabled", func(t *testing.T) {
+			r := newConfigResolver("scoff", timeoutConfig, a)
+			var cc stackClient
+			var err error
+			if lean {
+				cc, err = leangrpc.NewClient("scoff:///svc", leangrpc.WithResolvers(r), leangrpc.WithDisableServiceConfig())
+			} else {
+				cc, err = grpc.NewClient("scoff:///svc", grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(r), grpc.WithDisableServiceConfig())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
+			defer cancel()
+			s, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{
+				ResponseParameters: []*testpb.ResponseParameters{{Size: 1, IntervalUs: 100_000}},
+			})
+			if err == nil {
+				_, err = s.Recv()
+			}
+			if err != nil {
+				t.Fatalf("a 100 ms call with the resolver's 50 ms timeout disabled: %v", err)
+			}
+		})
+		t.Run("invalid", func(t *testing.T) {
+			r := newConfigResolver("scbad", `{"methodConfig": "not a list"}`, a)
+			cc, err := newStackClient(lean, "scbad:///svc", r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			_, err = calledPeer(t, cc)
+			if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "error parsing service config") {
+				t.Fatalf("call under an invalid resolver config: %v, want Unavailable \"error parsing service config\"", err)
+			}
+		})
+	})
 }

@@ -41,19 +41,34 @@ type callInfo struct {
 	// via is the SubConn a producer's call runs on (subConn.NewStream);
 	// nil for the calls the picker places.
 	via *subConn
+	// waitForReadySet says a call option set waitForReady: it wins over
+	// the method config's.
+	waitForReadySet bool
+	// retryBuffer is grpc.MaxRetryRPCBufferSize's bytes (default 256 KiB):
+	// the request messages a call under a retry policy keeps for replay.
+	retryBuffer int
+	// previousAttempts is the grpc-previous-rpc-attempts of the attempt
+	// being opened; keepTrailer makes a unary call parse the metadata of
+	// a Trailers-Only response (grpc-retry-pushback-ms) even without the
+	// Trailer call option.
+	previousAttempts int
+	keepTrailer      bool
 }
 
-// parseCallOptions reads grpc-go's exported call options. Options it does
-// not know (grpc-go's unexported ones) are ignored.
-func parseCallOptions(defaults, opts []grpc.CallOption) (callInfo, error) {
-	var ci callInfo
+// parseCallOptions reads grpc-go's exported call options and applies the
+// method config mc (nil for none) as grpc-go does: a call option's
+// waitForReady wins, and the smaller of the two limits of a message size
+// applies. Options it does not know (grpc-go's unexported ones) are
+// ignored.
+func parseCallOptions(defaults, opts []grpc.CallOption, mc *methodConfig) (callInfo, error) {
+	ci := callInfo{retryBuffer: defaultRetryBufferSize}
 	for _, list := range [2][]grpc.CallOption{defaults, opts} {
 		for _, o := range list {
 			switch o := o.(type) {
 			case grpc.FailFastCallOption:
-				ci.waitForReady = !o.FailFast
+				ci.waitForReady, ci.waitForReadySet = !o.FailFast, true
 			case *grpc.FailFastCallOption:
-				ci.waitForReady = !o.FailFast
+				ci.waitForReady, ci.waitForReadySet = !o.FailFast, true
 			case grpc.MaxRecvMsgSizeCallOption:
 				ci.maxRecv = o.MaxRecvMsgSize
 			case grpc.MaxSendMsgSizeCallOption:
@@ -82,8 +97,13 @@ func parseCallOptions(defaults, opts []grpc.CallOption) (callInfo, error) {
 				ci.perRPC = o.Creds
 			case grpc.CompressorCallOption:
 				ci.compressor = o.CompressorType
+			case grpc.MaxRetryRPCBufferSizeCallOption:
+				ci.retryBuffer = o.MaxRetryRPCBufferSize
 			}
 		}
+	}
+	if mc != nil {
+		ci.applyMethodConfig(mc)
 	}
 	if ci.codec == nil {
 		// As grpc-go: the codec registered for the subtype, proto when
@@ -109,6 +129,22 @@ func parseCallOptions(defaults, opts []grpc.CallOption) (callInfo, error) {
 	return ci, nil
 }
 
+// applyMethodConfig applies a method config's waitForReady and message
+// size limits to what the call options decided.
+func (ci *callInfo) applyMethodConfig(mc *methodConfig) {
+	if mc.waitForReady != nil && !ci.waitForReadySet {
+		ci.waitForReady = *mc.waitForReady
+	}
+	// 0 is "not set" in callInfo: the default receive limit, no send
+	// limit.
+	if n := mc.maxRespSize; n != nil && (ci.maxRecv == 0 || *n < ci.maxRecv) {
+		ci.maxRecv = *n
+	}
+	if n := mc.maxReqSize; n != nil && (ci.maxSend == 0 || *n < ci.maxSend) {
+		ci.maxSend = *n
+	}
+}
+
 // newRequest builds the request headers of a call.
 func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInfo) (grpcwire.Request, error) {
 	req := grpcwire.Request{
@@ -119,6 +155,8 @@ func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInf
 		UserAgent:      cc.userAgent,
 		Encoding:       ci.compressor,
 		AcceptEncoding: cc.acceptEncoding,
+
+		PreviousAttempts: int32(ci.previousAttempts),
 	}
 	if ci.compressor != "" {
 		req.AcceptEncoding = grpcwire.AcceptEncoding(cc.acceptEncoding, ci.compressor)
@@ -215,7 +253,8 @@ func (cc *ClientConn) streamConfig(ci *callInfo, hold bool) grpcwire.ClientConfi
 	return grpcwire.ClientConfig{Pool: cc.pool, Codec: ci.codec, MaxRecv: ci.maxRecv, MaxSend: ci.maxSend,
 		// A unary call shows metadata only through the Header and
 		// Trailer call options.
-		NoMetadata: hold && len(ci.headerAddrs) == 0 && len(ci.trailerAddrs) == 0,
+		NoMetadata:           hold && len(ci.headerAddrs) == 0 && len(ci.trailerAddrs) == 0,
+		TrailersOnlyMetadata: ci.keepTrailer,
 		// Only Invoke holds the request headers, and it waits in the
 		// stream's calls from start to end.
 		Unary:      hold,
@@ -290,7 +329,15 @@ func (cc *ClientConn) Invoke(ctx context.Context, method string, args, reply any
 }
 
 func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any, _ *grpc.ClientConn, opts ...grpc.CallOption) (err error) {
-	ci, err := parseCallOptions(cc.opts.callOpts, opts)
+	sc, err := cc.config(ctx)
+	if err != nil {
+		return err
+	}
+	var mc *methodConfig
+	if sc != nil {
+		mc = sc.methodConfig(method)
+	}
+	ci, err := parseCallOptions(cc.opts.callOpts, opts, mc)
 	if err != nil {
 		return err
 	}
@@ -301,11 +348,20 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 			}
 		}()
 	}
+	if sc != nil {
+		return cc.invokeConfigured(ctx, method, args, reply, &ci, sc, mc)
+	}
+	return cc.invokeAttempts(ctx, method, args, reply, &ci)
+}
+
+// invokeAttempts runs a unary call without a retry policy: one attempt,
+// and the transparent retries of attempts the server never processed.
+func (cc *ClientConn) invokeAttempts(ctx context.Context, method string, args, reply any, ci *callInfo) (err error) {
 	for attempt := 0; ; attempt++ {
 		if cc.stats != nil {
-			err = cc.invokeOnceStats(ctx, method, args, reply, &ci, attempt > 0)
+			err = cc.invokeOnceStats(ctx, method, args, reply, ci, attempt > 0, nil)
 		} else {
-			err = cc.closingErr(cc.invokeOnce(ctx, method, args, reply, &ci))
+			err = cc.closingErr(cc.invokeOnce(ctx, method, args, reply, ci))
 		}
 		// A stream the server never processed (refused, or above a
 		// GOAWAY's last stream id) is retried transparently, as grpc-go
@@ -337,7 +393,7 @@ func (cc *ClientConn) invokeOnce(ctx context.Context, method string, args, reply
 	if err != nil {
 		return err
 	}
-	err = invokeStream(cs, nil, args, reply)
+	err = invokeStream(cs, nil, args, reply, nil)
 	if p.done != nil {
 		p.done(doneInfo(cs, err))
 	}
@@ -346,13 +402,17 @@ func (cc *ClientConn) invokeOnce(ctx context.Context, method string, args, reply
 	return err
 }
 
-// invokeOnceStats is invokeOnce with a stats handler.
-func (cc *ClientConn) invokeOnceStats(ctx context.Context, method string, args, reply any, ci *callInfo, retry bool) error {
+// invokeOnceStats is invokeOnce with a stats handler; res, when not nil,
+// records the attempt for a retry policy.
+func (cc *ClientConn) invokeOnceStats(ctx context.Context, method string, args, reply any, ci *callInfo, retry bool, res *attemptResult) error {
 	cs, p, cst, err := cc.openStreamStats(ctx, method, ci, true, false, false, retry)
 	if err != nil {
 		return cc.closingErr(err)
 	}
-	err = cc.closingErr(invokeStream(cs, cst, args, reply))
+	err = cc.closingErr(invokeStream(cs, cst, args, reply, res))
+	if res != nil {
+		res.observe(cs)
+	}
 	if p.done != nil {
 		p.done(doneInfo(cs, err))
 	}
@@ -363,13 +423,21 @@ func (cc *ClientConn) invokeOnceStats(ctx context.Context, method string, args, 
 }
 
 // invokeStream is a unary call's exchange on an open stream: the request,
-// then exactly one response; reported to cst when it is not nil.
-func invokeStream(cs *grpcwire.ClientStream, cst *clientCallStats, args, reply any) error {
+// then exactly one response; reported to cst when it is not nil. res, when
+// not nil, records the request's size for a retry policy.
+func invokeStream(cs *grpcwire.ClientStream, cst *clientCallStats, args, reply any, res *attemptResult) error {
 	var err error
-	if cst != nil {
-		err = cst.sendMsg(cs, args, true)
-	} else {
+	var n grpcwire.MsgSize
+	switch {
+	case cst != nil:
+		n, err = cst.sendMsg(cs, args, true)
+	case res != nil:
+		n, err = cs.SendMsgSized(args, true)
+	default:
 		err = cs.SendMsg(args, true)
+	}
+	if res != nil {
+		res.sent(n, err)
 	}
 	if err != nil && err != io.EOF {
 		cs.Abort()
@@ -438,39 +506,82 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, _ *g
 }
 
 // newStreamOn begins a streaming RPC on the connection the picker chooses,
-// or on via's when via is not nil (a producer's call: no interceptors run,
-// as in grpc-go).
+// or on via's when via is not nil (a producer's call: no interceptors run
+// and no retry policy applies, as in grpc-go).
 func (cc *ClientConn) newStreamOn(ctx context.Context, desc *grpc.StreamDesc, method string, via *subConn, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	ci, err := parseCallOptions(cc.opts.callOpts, opts)
+	var sc *serviceConfig
+	var mc *methodConfig
+	if via == nil {
+		var err error
+		if sc, err = cc.config(ctx); err != nil {
+			return nil, err
+		}
+		if sc != nil {
+			mc = sc.methodConfig(method)
+		}
+	}
+	ci, err := parseCallOptions(cc.opts.callOpts, opts, mc)
 	if err != nil {
 		return nil, err
 	}
 	ci.via = via
-	var cs *grpcwire.ClientStream
-	var p picked
-	var cst *clientCallStats
-	if cc.stats != nil {
-		cs, p, cst, err = cc.openStreamStats(ctx, method, &ci, false, desc.ClientStreams, desc.ServerStreams, false)
-	} else {
-		cs, p, err = cc.openStream(ctx, method, &ci, false)
+	if sc != nil {
+		return cc.newStreamConfigured(ctx, desc, method, &ci, sc, mc)
 	}
-	if err != nil {
+	s := &clientStream{cc: cc, ctx: ctx, desc: desc, ci: ci}
+	if err := s.openAttempt(ctx, method, false); err != nil {
 		for _, f := range ci.onFinish {
 			f(err)
 		}
 		return nil, err
 	}
-	s := &clientStream{cc: cc, cs: cs, ctx: ctx, desc: desc, ci: ci, peer: p.peer, done: p.done, stats: cst}
-	if cst != nil {
-		s.ctx = cst.ctx
-		// The end of a stream the caller abandons after cancelling it is
-		// reported without a further call, as grpc-go's watcher does.
-		cst.stop = context.AfterFunc(cst.ctx, func() {
-			s.finish(status.FromContextError(cst.ctx.Err()).Err())
-		})
-	}
 	return s, nil
 }
+
+// openAttempt opens an attempt of the call on ctx, the call's context, and
+// makes it the stream's current one; on failure the stream keeps the
+// attempt it had. transparent says it follows an attempt the server never
+// processed (stats handlers are told).
+func (s *clientStream) openAttempt(ctx context.Context, method string, transparent bool) error {
+	cc := s.cc
+	if cc.stats == nil {
+		cs, p, err := cc.openStream(ctx, method, &s.ci, false)
+		if err == nil {
+			s.endAttempt()
+			s.cs, s.peer, s.done = cs, p.peer, p.done
+		}
+		return err
+	}
+	cs, p, cst, err := cc.openStreamStats(ctx, method, &s.ci, false, s.desc.ClientStreams, s.desc.ServerStreams, transparent)
+	if err != nil {
+		return err
+	}
+	s.endAttempt()
+	s.cs, s.peer, s.done, s.stats, s.ctx = cs, p.peer, p.done, cst, cst.ctx
+	// The end of a stream the caller abandons after cancelling it is
+	// reported without a further call, as grpc-go's watcher does.
+	cst.stop = context.AfterFunc(cst.ctx, func() {
+		s.finish(status.FromContextError(cst.ctx.Err()).Err())
+	})
+	return nil
+}
+
+// endAttempt tells the balancer that the attempt being replaced by a
+// retry ended (PickResult.Done), with the error the retry was for.
+func (s *clientStream) endAttempt() {
+	if s.done != nil && s.cs != nil {
+		_, err := s.cs.Header()
+		if err == nil {
+			err = errAttemptRetried
+		}
+		s.done(doneInfo(s.cs, err))
+		s.done = nil
+	}
+}
+
+// errAttemptRetried is what a balancer hears of an attempt a retry
+// replaced when the attempt itself reported no error.
+var errAttemptRetried = status.Error(codes.Unavailable, "grpc: the attempt was retried")
 
 // clientStream implements grpc.ClientStream over grpcwire.ClientStream.
 type clientStream struct {
@@ -483,6 +594,16 @@ type clientStream struct {
 	done  func(balancer.DoneInfo) // the balancer's PickResult.Done, nil for none
 	stats *clientCallStats        // nil without a stats handler
 
+	// With a service config: cancel ends the context of the method
+	// config's timeout (nil without one), throttler counts the call's
+	// success in the ClientConn's retry throttling (nil without), and rs
+	// is the retry state of a call under a retry policy (nil without).
+	// Under a retry policy, cs, peer, stats and ctx change with each
+	// attempt until the call commits: they are then read under rs.mu.
+	cancel    context.CancelFunc
+	throttler *retryThrottler
+	rs        *streamRetry
+
 	sentLast bool // CloseSend was called, or the single request of a call that is not client-streaming was sent
 	recvOne  bool // !desc.ServerStreams: the response was received
 	doneOnce sync.Once
@@ -493,6 +614,12 @@ type clientStream struct {
 // context) it is finished and Header returns nil, nil as grpc-go's does;
 // RecvMsg reports how it ended.
 func (s *clientStream) Header() (metadata.MD, error) {
+	if s.rs != nil {
+		if err := s.settle(); err != nil {
+			s.finish(err)
+			return nil, nil
+		}
+	}
 	md, err := s.cs.Header()
 	if md == nil && err == nil {
 		err = io.EOF // Trailers-Only with OK
@@ -504,14 +631,33 @@ func (s *clientStream) Header() (metadata.MD, error) {
 	return md, nil
 }
 
-func (s *clientStream) Trailer() metadata.MD     { return s.cs.Trailer() }
-func (s *clientStream) Context() context.Context { return s.ctx }
+// Trailer returns the trailers; under a retry policy it commits the call
+// to its current attempt, as grpc-go's does.
+func (s *clientStream) Trailer() metadata.MD {
+	if s.rs != nil {
+		s.rs.commit()
+	}
+	return s.cs.Trailer()
+}
+
+// Context returns the call's context (with a stats handler, the one the
+// handler tagged for the current attempt); under a retry policy it commits
+// the call to its current attempt, as grpc-go's does.
+func (s *clientStream) Context() context.Context {
+	if s.rs != nil {
+		s.rs.commit()
+	}
+	return s.ctx
+}
 
 func (s *clientStream) CloseSend() error {
 	if s.sentLast {
 		return nil // closed already, or the single request carried END_STREAM
 	}
 	s.sentLast = true
+	if s.rs != nil {
+		return s.closeSendRetry()
+	}
 	return s.cs.CloseSend()
 }
 
@@ -520,6 +666,9 @@ func (s *clientStream) SendMsg(m any) error {
 		// Misuse ends the call with Internal, as grpc-go's does; RecvMsg
 		// reports the same error.
 		err := status.Error(codes.Internal, "SendMsg called after CloseSend")
+		if s.rs != nil {
+			s.rs.commit()
+		}
 		s.cs.Fail(err)
 		s.finish(err)
 		return err
@@ -539,10 +688,13 @@ func (s *clientStream) SendMsg(m any) error {
 }
 
 func (s *clientStream) sendMsg(m any, last bool) error {
+	if s.rs != nil {
+		return s.sendRetry(m, last)
+	}
 	if s.stats == nil {
 		return s.cs.SendMsg(m, last)
 	}
-	err := s.stats.sendMsg(s.cs, m, last)
+	_, err := s.stats.sendMsg(s.cs, m, last)
 	if err != nil && err != io.EOF {
 		s.finish(err) // a local failure (encoding) ends the call, as in grpc-go
 	}
@@ -557,6 +709,12 @@ func (s *clientStream) recvMsg(m any) error {
 }
 
 func (s *clientStream) RecvMsg(m any) error {
+	if s.rs != nil {
+		if err := s.settle(); err != nil {
+			s.finish(err)
+			return err
+		}
+	}
 	err := s.cc.closingErr(s.recvMsg(m))
 	if err == nil && !s.desc.ServerStreams {
 		// A unary response: the status must follow.
@@ -595,6 +753,9 @@ func (s *clientStream) finish(err error) {
 		err = nil
 	}
 	s.doneOnce.Do(func() {
+		if s.rs != nil {
+			s.rs.commit() // the attempt is the call's last
+		}
 		if s.done != nil {
 			s.done(doneInfo(s.cs, err))
 		}
@@ -604,6 +765,12 @@ func (s *clientStream) finish(err error) {
 		s.ci.after(s.cs, s.peer)
 		for _, f := range s.ci.onFinish {
 			f(err)
+		}
+		if err == nil {
+			s.throttler.success()
+		}
+		if s.cancel != nil {
+			s.cancel()
 		}
 	})
 }

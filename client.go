@@ -86,7 +86,7 @@ type ClientConn struct {
 	// h2cfg is the configuration of new connections, shared by the
 	// ClientConns of one configuration and read-only; a GOAWAY
 	// too_many_pings replaces it with one that pings half as often.
-	h2cfg atomic.Pointer[h2conn.Config]
+	h2cfg     atomic.Pointer[h2conn.Config]
 	userAgent string
 	// acceptEncoding is the grpc-accept-encoding of the calls: the
 	// compressors registered in grpc-go's registry when the ClientConn was
@@ -106,8 +106,16 @@ type ClientConn struct {
 	// keep the ClientConn out of IDLE.
 	pickers      atomic.Pointer[pickerGen]
 	waitingPicks atomic.Int32
-	// sc is the service config in force (nil: none).
-	sc atomic.Pointer[serviceConfig]
+	// sc is the service config in force, nil when there is none: then a
+	// call costs nothing more than this load. defaultSC is
+	// WithDefaultServiceConfig's, parsed for this ClientConn (its retry
+	// throttle is the channel's own).
+	sc        atomic.Pointer[serviceConfig]
+	defaultSC *serviceConfig
+	// resolved is set by the resolver's first report: until then a call
+	// waits on resolvedCh (made on demand), since its method config is
+	// unknown.
+	resolved atomic.Bool
 	// ser runs the calls into the balancer one at a time (serializer.go).
 	ser serializer
 
@@ -120,8 +128,9 @@ type ClientConn struct {
 	// state is the connectivity state: the balancer's, or IDLE, or
 	// SHUTDOWN; stateCh, made by a WaitForStateChange, closes when it
 	// changes.
-	state   connectivity.State
-	stateCh chan struct{}
+	state      connectivity.State
+	stateCh    chan struct{}
+	resolvedCh chan struct{}
 	// resolverConfig is set once the resolver gave a valid service
 	// config: a later invalid one keeps the config in force.
 	resolverConfig bool
@@ -152,6 +161,7 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 	cc.opts.backoff = defaultBackoff
 	cc.opts.maxFrameSize = defaultClientMaxFrameSize
 	cc.opts.idleTimeout = defaultIdleTimeout
+	cc.opts.maxCallAttempts = defaultMaxCallAttempts
 	for _, o := range opts {
 		o.applyDial(&cc.opts)
 	}
@@ -185,6 +195,16 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		return nil, err
 	}
 	cc.defScheme, cc.builder = defScheme, builder
+	// After the target and the credentials, before the authority, as
+	// grpc-go checks them.
+	if js := cc.opts.defaultServiceConfig; js != nil {
+		sc, err := parseServiceConfig(*js, cc.opts.maxCallAttempts)
+		if err != nil {
+			return nil, fmt.Errorf("grpc: the provided default service config is invalid: %v", err)
+		}
+		cc.defaultSC = sc
+		cc.sc.Store(sc)
+	}
 	cc.idle = true
 	cc.state = connectivity.Idle
 	cc.publishPickerLocked(&pickerGen{idle: true})
@@ -261,6 +281,7 @@ func (cc *ClientConn) Close() error {
 	cc.isClosed.Store(true)
 	cc.publishPickerLocked(&pickerGen{closed: true})
 	cc.setStateLocked(connectivity.Shutdown)
+	cc.markResolvedLocked() // wakes the calls waiting for it: they see closed
 	if cc.idleTimer != nil {
 		cc.idleTimer.Stop()
 		cc.idleTimer = nil

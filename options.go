@@ -266,34 +266,33 @@ type dialOptionFunc func(*dialOptions)
 func (f dialOptionFunc) applyDial(o *dialOptions) { f(o) }
 
 type dialOptions struct {
-	// Service config (serviceconfig.go): the default config, whether the
-	// resolver's is ignored, the cap on a retry policy's attempts, and
-	// whether client-side health checking is off.
-	defaultServiceConfig *serviceConfig
+	creds             credentials.TransportCredentials
+	resolvers         []resolver.Builder // WithResolvers, ahead of grpc-go's registry
+	unaryInts         []grpc.UnaryClientInterceptor
+	streamInts        []grpc.StreamClientInterceptor
+	callOpts          []grpc.CallOption
+	kp                keepalive.ClientParameters
+	initialWindow     int32
+	initialConnWindow int32
+	maxFrameSize      uint32
+	userAgent         string
+	authority         string
+	dialer            func(context.Context, string) (net.Conn, error)
+	bufferPool        mem.BufferPool
+	readBufferPooling *bool
+	backoff           backoffConfig
+	idleTimeout       time.Duration // WithIdleTimeout; 0 disables
+	perRPC            []credentials.PerRPCCredentials
+	maxHeaderListSize uint32
+	staticWindows     bool
+	bundle            credentials.Bundle
+	statsHandlers     []stats.Handler
+	// Service config (options_serviceconfig.go).
+	defaultServiceConfig *string // WithDefaultServiceConfig's JSON
 	disableServiceConfig bool
+	disableRetry         bool
 	maxCallAttempts      int
 	disableHealthCheck   bool
-	creds                credentials.TransportCredentials
-	resolvers            []resolver.Builder // WithResolvers, ahead of grpc-go's registry
-	unaryInts            []grpc.UnaryClientInterceptor
-	streamInts           []grpc.StreamClientInterceptor
-	callOpts             []grpc.CallOption
-	kp                   keepalive.ClientParameters
-	initialWindow        int32
-	initialConnWindow    int32
-	maxFrameSize         uint32
-	userAgent            string
-	authority            string
-	dialer               func(context.Context, string) (net.Conn, error)
-	bufferPool           mem.BufferPool
-	readBufferPooling    *bool
-	backoff              backoffConfig
-	idleTimeout          time.Duration // WithIdleTimeout; 0 disables
-	perRPC               []credentials.PerRPCCredentials
-	maxHeaderListSize    uint32
-	staticWindows        bool
-	bundle               credentials.Bundle
-	statsHandlers        []stats.Handler
 }
 
 // WithPerRPCCredentials adds credentials whose metadata goes with every

@@ -51,18 +51,6 @@ func WithSharedWriteBuffer(bool) DialOption { return dialOptionFunc(func(*dialOp
 // not to), so every connection is already direct.
 func WithNoProxy() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
 
-// WithDisableServiceConfig is accepted and has no effect: leangrpc applies
-// no service config (its resolvers are built with service config
-// disabled), so none is ever applied.
-func WithDisableServiceConfig() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
-
-// WithDisableRetry is accepted and has no effect: leangrpc has no retry
-// policy (no service config) to disable. Like grpc-go it still retries,
-// transparently, a call the server never processed (refused stream, or
-// above a GOAWAY's last stream), which this option does not affect in
-// grpc-go either.
-func WithDisableRetry() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
-
 // WithLocalDNSResolution is accepted and has no effect: leangrpc always
 // resolves the target through its resolver (it never hands a name to a
 // proxy), which is what this option asks grpc-go for.

@@ -1,6 +1,7 @@
 package leangrpc
 
 import (
+	"context"
 	"sync"
 
 	"google.golang.org/grpc/balancer"
@@ -178,11 +179,13 @@ func (cc *ClientConn) updateResolverState(rc *resolverConn, s resolver.State) er
 				err = status.Errorf(codes.Unavailable, "illegal service config type: %T", s.ServiceConfig.Config)
 			}
 			cc.failLocked(err)
+			cc.markResolvedLocked()
 			cc.mu.Unlock()
 			return balancer.ErrBadResolverState
 		}
 	}
 	cc.sc.Store(cfg)
+	cc.markResolvedLocked()
 	cc.mu.Unlock()
 
 	if s.Endpoints == nil && len(s.Addresses) > 0 {
@@ -250,6 +253,7 @@ func (cc *ClientConn) resolverError(rc *resolverConn, err error) {
 			cc.mu.Unlock()
 			return
 		}
+		cc.markResolvedLocked()
 		bw := cc.bw
 		if bw == nil {
 			cc.failLocked(err)
@@ -264,5 +268,61 @@ func (cc *ClientConn) resolverError(rc *resolverConn, err error) {
 // defaultConfig is the service config of WithDefaultServiceConfig, nil
 // without one.
 func (cc *ClientConn) defaultConfig() *serviceConfig {
-	return cc.opts.defaultServiceConfig
+	return cc.defaultSC
+}
+
+// config returns the service config a call runs under. Before the
+// resolver's first report the channel cannot know it: the call leaves
+// idle mode and waits for that report, as grpc-go's calls do, whether or
+// not they wait for ready.
+func (cc *ClientConn) config(ctx context.Context) (*serviceConfig, error) {
+	if !cc.resolved.Load() {
+		if err := cc.waitResolved(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return cc.sc.Load(), nil
+}
+
+// waitResolved waits for the resolver's first report.
+func (cc *ClientConn) waitResolved(ctx context.Context) error {
+	cc.exitIdle()
+	cc.mu.Lock()
+	if cc.resolved.Load() {
+		cc.mu.Unlock()
+		return nil
+	}
+	if cc.closed {
+		cc.mu.Unlock()
+		return errConnClosing
+	}
+	if cc.resolvedCh == nil {
+		cc.resolvedCh = make(chan struct{})
+	}
+	ch := cc.resolvedCh
+	cc.mu.Unlock()
+	cc.waitingPicks.Add(1)
+	defer cc.waitingPicks.Add(-1)
+	select {
+	case <-ch:
+		if cc.isClosed.Load() {
+			return errConnClosing
+		}
+		return nil
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// markResolvedLocked records the resolver's first report (or failure)
+// and wakes the calls waiting for it; mu must be held.
+func (cc *ClientConn) markResolvedLocked() {
+	if cc.resolved.Load() {
+		return
+	}
+	cc.resolved.Store(true)
+	if cc.resolvedCh != nil {
+		close(cc.resolvedCh)
+		cc.resolvedCh = nil
+	}
 }

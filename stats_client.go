@@ -79,14 +79,14 @@ func (c *clientCallStats) outHeader(cc *ClientConn, method string, p *peer.Peer)
 }
 
 // sendMsg sends m on cs and reports it.
-func (c *clientCallStats) sendMsg(cs *grpcwire.ClientStream, m any, last bool) error {
+func (c *clientCallStats) sendMsg(cs *grpcwire.ClientStream, m any, last bool) (grpcwire.MsgSize, error) {
 	n, err := cs.SendMsgSized(m, last)
 	if err == nil {
 		c.sh.HandleRPC(c.ctx, &stats.OutPayload{
 			Client: true, Payload: m, Length: n.Len, CompressedLength: n.Wire, WireLength: n.Wire + grpcwire.PrefixLen, SentTime: time.Now(),
 		})
 	}
-	return err
+	return n, err
 }
 
 // recvMsg receives into m from cs and reports it.

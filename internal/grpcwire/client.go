@@ -26,6 +26,10 @@ type ClientConfig struct {
 	// NoMetadata says the caller will not ask for the response headers or
 	// trailers (Header and Trailer then return nil), sparing their maps.
 	NoMetadata bool
+	// TrailersOnlyMetadata keeps, despite NoMetadata, the metadata of a
+	// Trailers-Only response: a retry policy reads its
+	// grpc-retry-pushback-ms, and only such a response can be retried.
+	TrailersOnlyMetadata bool
 	// Unary says the caller waits in the stream's calls from its start to
 	// its end (Invoke: SendMsg, then RecvMsg until the status, then
 	// Release): the context is then watched by those waits
@@ -67,6 +71,7 @@ type ClientStream struct {
 	pool    *bufpool.Pool
 	maxSend int
 	noMD    bool // ClientConfig.NoMetadata
+	onlyMD  bool // ClientConfig.TrailersOnlyMetadata
 	obs     ResponseObserver
 
 	// hdrMu serializes the wait for the response headers; hdrDone is set
@@ -121,6 +126,7 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	}
 	s.ctx, s.codec, s.pool, s.maxSend, s.noMD, s.pooled = ctx, cfg.Codec, cfg.Pool, cfg.MaxSend, cfg.NoMetadata, cfg.Unary
 	s.comp = cfg.Compressor
+	s.onlyMD = cfg.TrailersOnlyMetadata
 	s.obs = cfg.Observer
 	fields := AppendRequestHeaders(s.fieldBuf[:0], req)
 	var st *h2conn.Stream
@@ -244,6 +250,15 @@ func (s *ClientStream) Header() (metadata.MD, error) {
 	return s.header, nil
 }
 
+// TrailersOnly waits for the response headers and reports whether the
+// call ended without them: a Trailers-Only response, or a failure (a
+// reset, the connection, the context) before headers. A retry policy may
+// retry only such a call. It may be called from any goroutine.
+func (s *ClientStream) TrailersOnly() bool {
+	s.waitHeaders()
+	return s.hdrErr != nil
+}
+
 // Trailer returns the trailers; complete once RecvMsg returned an error.
 func (s *ClientStream) Trailer() metadata.MD {
 	s.trMu.Lock()
@@ -267,7 +282,7 @@ func (s *ClientStream) waitHeaders() {
 			s.hdrErr = s.streamErr(err)
 			return
 		}
-		r := parseResponse(fields, true, end, s.noMD)
+		r := parseResponse(fields, true, end, s.noMD && !(end && s.onlyMD))
 		if r.Informational {
 			continue
 		}

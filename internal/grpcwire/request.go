@@ -3,6 +3,7 @@ package grpcwire
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/leangrpc/leangrpc/internal/h2frame"
@@ -21,6 +22,11 @@ type Request struct {
 	// Timeout is the grpc-timeout value when HasTimeout.
 	Timeout    time.Duration
 	HasTimeout bool
+	// PreviousAttempts is grpc-previous-rpc-attempts: how many attempts of
+	// the call went before this one under a retry policy; sent when not 0.
+	// An int32 after HasTimeout takes no room of its own (the server keeps
+	// a Request in each call's state).
+	PreviousAttempts int32
 	// Encoding is grpc-encoding: the compressor of request messages.
 	Encoding string
 	// AcceptEncoding is grpc-accept-encoding, comma-separated.
@@ -81,6 +87,9 @@ func AppendRequestHeaders(dst []hpack.HeaderField, r *Request) []hpack.HeaderFie
 	}
 	if r.HasTimeout {
 		dst = append(dst, hpack.HeaderField{Name: "grpc-timeout", Value: EncodeTimeout(r.Timeout)})
+	}
+	if r.PreviousAttempts > 0 {
+		dst = append(dst, hpack.HeaderField{Name: "grpc-previous-rpc-attempts", Value: strconv.Itoa(int(r.PreviousAttempts))})
 	}
 	return AppendMetadata(dst, r.MD)
 }

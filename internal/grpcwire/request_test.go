@@ -202,3 +202,28 @@ func TestParseResponseNoMD(t *testing.T) {
 		t.Errorf("NoMD trailers: %+v", r)
 	}
 }
+
+// A retried attempt's request carries grpc-previous-rpc-attempts after the
+// timeout, and the server shows it to handlers as grpc-go's does; a first
+// attempt carries none.
+func TestRequestPreviousAttempts(t *testing.T) {
+	for _, n := range []int32{0, 3} {
+		fields := AppendRequestHeaders(nil, &Request{Method: "/p.S/M", Authority: "a", PreviousAttempts: n})
+		v, ok := "", false
+		for _, f := range fields {
+			if f.Name == "grpc-previous-rpc-attempts" {
+				v, ok = f.Value, true
+			}
+		}
+		if want := n > 0; ok != want || ok && v != "3" {
+			t.Errorf("PreviousAttempts %d: field %q present=%v", n, v, ok)
+		}
+		got, rej := ParseRequest(fields)
+		if rej != nil {
+			t.Fatal(rej)
+		}
+		if g := got.MD.Get("grpc-previous-rpc-attempts"); (len(g) == 1 && g[0] == "3") != (n > 0) {
+			t.Errorf("PreviousAttempts %d: handler metadata %q", n, g)
+		}
+	}
+}
