@@ -512,6 +512,9 @@ func TestExamples(t *testing.T) {
 			var want result
 			for _, p := range pairings {
 				t.Run(p.String(), func(t *testing.T) {
+					if p != (pairing{}) && want.status == "" {
+						t.Skip("no grpc-go pairing to compare with")
+					}
 					got := runRetrying(t, ws, e, p)
 					if p == (pairing{}) {
 						want = got
@@ -520,9 +523,6 @@ func TestExamples(t *testing.T) {
 							t.Fatalf("the grpc-go pairing hung; client output:\n%s\nserver output:\n%s", got.raw, got.server)
 						}
 						return
-					}
-					if want.status == "" {
-						t.Skip("no grpc-go pairing to compare with")
 					}
 					gap := ""
 					if e.gap != nil {
