@@ -175,13 +175,14 @@ var examples = []*example{
 	},
 	{
 		// Client and server keepalive parameters; the client makes one call
-		// and then idles, pinging.
+		// and then idles. It runs past the server's first keepalive ping
+		// (5s), which must pass unremarked.
 		name: "keepalive", server: "server", client: "client",
 		servers:    [][]string{{"-port={port}"}},
 		ready:      []string{"tcp:127.0.0.1:{port}"},
 		clientArgs: []string{"-addr=localhost:{port}"},
-		done: func(out string, _ time.Duration) bool {
-			return strings.Contains(out, "RPC response:")
+		done: func(out string, ran time.Duration) bool {
+			return strings.Contains(out, "RPC response:") && ran > 6500*time.Millisecond
 		},
 	},
 }
