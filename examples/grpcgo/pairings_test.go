@@ -45,9 +45,9 @@ type example struct {
 	// done, when set, says the client (which runs forever) has shown
 	// what it is meant to; it is then stopped.
 	done func(out string, ran time.Duration) bool
-	// whileRunning, when set, runs once done is true and before the
-	// client is stopped; its lines are appended to the client's output.
-	whileRunning func(t *testing.T, p pairing, env map[string]string) []string
+	// whileRunning, when set, checks the programs once done is true and
+	// before the client is stopped.
+	whileRunning func(t *testing.T, p pairing, env map[string]string)
 	// normalise turns the client's output (log timestamps already
 	// removed) into the lines compared.
 	normalise func(lines []string) []string
@@ -430,7 +430,6 @@ func run(t *testing.T, ws *workspace, e *example, p pairing) (result, error) {
 	exited := make(chan error, 1)
 	go func() { exited <- c.Wait() }()
 	var status string
-	var extra []string
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 wait:
@@ -446,7 +445,7 @@ wait:
 			ran := time.Since(start)
 			if e.done != nil && e.done(out.String(), ran) {
 				if e.whileRunning != nil {
-					extra = e.whileRunning(t, p, env)
+					e.whileRunning(t, p, env)
 				}
 				c.Process.Kill()
 				<-exited
@@ -465,7 +464,7 @@ wait:
 	if e.normalise != nil {
 		lines = e.normalise(lines)
 	}
-	r := result{lines: append(lines, extra...), status: status, raw: out.String(), server: serverOut.String()}
+	r := result{lines: lines, status: status, raw: out.String(), server: serverOut.String()}
 	if strings.Contains(r.raw, addrInUse) {
 		return r, fmt.Errorf("the client could not listen: %s", r.raw)
 	}
@@ -474,10 +473,17 @@ wait:
 
 const addrInUse = "address already in use"
 
-// runRetrying runs a pairing, again after a pause when a fixed port was
-// taken (by a process outside this test: the machine may be shared).
+// portWait bounds the wait for a taken fixed port. The examples' ports
+// (50050-50053) lie in Linux's ephemeral range: another process's
+// connection that used one as its source port holds it for TIME_WAIT's
+// 60s after closing, and no server can listen on it meanwhile.
+const portWait = 65 * time.Second
+
+// runRetrying runs a pairing, again every 2s while a fixed port is taken,
+// and skips it when the port stays taken for portWait.
 func runRetrying(t *testing.T, ws *workspace, e *example, p pairing) result {
 	t.Helper()
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		r, err := run(t, ws, e, p)
 		if err == nil {
@@ -486,12 +492,13 @@ func runRetrying(t *testing.T, ws *workspace, e *example, p pairing) result {
 		if !strings.Contains(err.Error(), addrInUse) {
 			t.Fatal(err)
 		}
-		if attempt == 15 {
-			// The fixed ports lie in Linux's ephemeral range: another
-			// process's outgoing connection may hold one for long.
-			t.Skipf("a fixed port stayed taken by another process for 30s: %v", err)
+		if time.Since(start) > portWait {
+			t.Skipf("a fixed port stayed taken by another process for %v (on a shared machine, "+
+				"reserve it: sysctl net.ipv4.ip_local_reserved_ports): %v", portWait, err)
 		}
-		t.Logf("attempt %d: a port is taken; trying again in 2s: %v", attempt, err)
+		if attempt == 1 {
+			t.Logf("a port is taken; trying again every 2s for up to %v: %v", portWait, err)
+		}
 		time.Sleep(2 * time.Second)
 	}
 }
