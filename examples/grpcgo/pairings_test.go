@@ -20,7 +20,10 @@ import (
 	"time"
 )
 
-var keep = flag.Bool("keep", false, "keep the temporary module with the converted sources and binaries, and print its path")
+var (
+	keep        = flag.Bool("keep", false, "keep the temporary module with the converted sources and binaries, and print its path")
+	programTags = flag.String("programtags", "", "build tags for the example programs (leangrpcportable: leangrpc's portable socket path)")
+)
 
 // example describes how to run one of grpc-go's feature examples: its
 // programs, the processes of a pairing, when the client is done, and how its
@@ -195,7 +198,8 @@ func prepare(t *testing.T, examples []*example) *workspace {
 	start := time.Now()
 	// -s -w: no symbol table or DWARF, which halves the link time of
 	// forty programs.
-	cmd := exec.Command("go", append([]string{"build", "-ldflags=-s -w", "-o", filepath.Join(dir, "bin") + string(filepath.Separator)}, pkgs...)...)
+	args := []string{"build", "-ldflags=-s -w", "-tags=" + *programTags, "-o", filepath.Join(dir, "bin") + string(filepath.Separator)}
+	cmd := exec.Command("go", append(args, pkgs...)...)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	t.Logf("built %d programs in %v", len(pkgs), time.Since(start).Round(time.Millisecond))
