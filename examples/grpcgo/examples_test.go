@@ -90,6 +90,7 @@ var examples = []*example{
 		// dns resolver and pick_first, then endpoints of two addresses
 		// each under round_robin until it sees 1:1:1.
 		name: "dualstack", server: "server", client: "client",
+		ipv6:       true,
 		servers:    [][]string{nil},
 		ready:      []string{"tcp:[::1]:50051", "tcp:127.0.0.1:50051", "tcp:127.0.0.1:50052", "tcp:[::1]:50053"},
 		fixedPorts: []int{50051, 50052, 50053},

@@ -56,8 +56,9 @@ type example struct {
 	normalise func(lines []string) []string
 	// gap names the leangrpc gap that makes the pairing differ, or "".
 	gap func(p pairing) string
-	// linuxOnly marks an example using what only Linux has.
-	linuxOnly bool
+	// linuxOnly marks an example using what only Linux has, ipv6 one
+	// that needs IPv6 loopback.
+	linuxOnly, ipv6 bool
 }
 
 type pairing struct{ leanServer, leanClient bool }
@@ -517,6 +518,13 @@ func TestExamples(t *testing.T) {
 			t.Parallel()
 			if e.linuxOnly && runtime.GOOS != "linux" {
 				t.Skip("Linux only")
+			}
+			if e.ipv6 {
+				l, err := net.Listen("tcp", "[::1]:0")
+				if err != nil {
+					t.Skipf("no IPv6 loopback: %v", err)
+				}
+				l.Close()
 			}
 			unlock := lockPorts(e.fixedPorts)
 			defer unlock()
