@@ -37,23 +37,6 @@ func distinctAfter(marker string) func([]string) []string {
 	}
 }
 
-// Gaps leangrpc has today, named where a pairing shows them.
-const (
-	gapGRPCServiceConfig = "the client puts in its resolver state a service config parsed by grpc-go's " +
-		"internal.ParseServiceConfig (a *grpc.ServiceConfig, whose fields are unexported); leangrpc's " +
-		"ClientConn takes only configs of its own parser (resolver.go, updateResolverState) and fails " +
-		"every call with \"Unavailable: illegal service config type: *grpc.ServiceConfig\""
-)
-
-// leanClientGap marks the pairings with a leangrpc client.
-func leanClientGap(gap string) func(pairing) string {
-	return func(p pairing) string {
-		if p.leanClient {
-			return gap
-		}
-		return ""
-	}
-}
 
 func countLines(out string, re *regexp.Regexp) int { return len(re.FindAllStringIndex(out, -1)) }
 
@@ -72,7 +55,6 @@ var examples = []*example{
 		// endpointsharding and pick_first) picks the second of two servers
 		// every third call; the client loops until it sees 1:2.
 		name: "customloadbalancer", server: "server", client: "client",
-		gap:        leanClientGap(gapGRPCServiceConfig),
 		servers:    [][]string{nil},
 		ready:      []string{"tcp:127.0.0.1:50050", "tcp:127.0.0.1:50051"},
 		fixedPorts: []int{50050, 50051},
