@@ -27,9 +27,9 @@ import (
 // a call's CPU handing frames from that goroutine to the one that waits
 // for them: the reader wakes, reads, wakes the caller (or starts the
 // handler) and goes back to the socket, where it mostly finds nothing and
-// parks. A raw TCP echo measured the hand-offs at ~5 CPU-µs per round
-// trip, a fifth of a leangrpc unary call. So the holder offers the role
-// instead, to the goroutine that will wait for the next frames:
+// parks (PERFORMANCE.md, "Hand-offs on a raw TCP echo"). So the holder
+// offers the role instead, to the goroutine that will wait for the next
+// frames:
 //
 //   - a client's reader, after a batch that leaves at most one stream open
 //     and nobody parked waiting for frames, offers the role and returns; the
@@ -946,10 +946,10 @@ func (d *connReadHandler) HandleRead(b *bufpool.Buffer) (bool, error) {
 		// A lone call: back to ReadFrame, whose first read after the
 		// yield above mostly finds the socket empty; its next batch may
 		// offer the role (settleBatch). Parking here instead, without that
-		// read, cut leanbench unary ×1's p50 by ~0.8 µs but cost it 8-11%
-		// more CPU, before lone calls offered their role: with the read gone
-		// the runtime's idle thread was woken more often (futex calls per
-		// call 0.34 → 0.56) and the call moved between threads more.
+		// read, lowered the lone call's latency but cost it more CPU: with
+		// the read gone the runtime's idle thread was woken more often and
+		// the call moved between threads more (PERFORMANCE.md, "Driven
+		// reads and the empty read").
 		// After a GOAWAY, the peer usually closes: a close queued behind
 		// these bytes shows up in ReadFrame's first read, while ReadEach
 		// would park without that read until its bound (sockio's ReadEach).
