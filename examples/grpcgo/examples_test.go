@@ -37,7 +37,6 @@ func distinctAfter(marker string) func([]string) []string {
 	}
 }
 
-
 func countLines(out string, re *regexp.Regexp) int { return len(re.FindAllStringIndex(out, -1)) }
 
 var examples = []*example{
