@@ -117,7 +117,7 @@ func measureStarted(ctx context.Context, o options, srv *serverProc, body string
 	}
 	r.reqPerSec, r.requests = h.reqPerSec, h.done
 	r.cpu, r.ctxsw = after.cpu-before.cpu, after.ctxsw-before.ctxsw
-	return h.check(unaryResponseFrameLen(o.payload))
+	return h.check(unaryResponseFrameLen(o.payload), int64(o.clients)*int64(o.streams))
 }
 
 // verifyUnary makes the benchmark's call once through a gRPC client, so a

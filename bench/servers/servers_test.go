@@ -88,7 +88,7 @@ func TestParseH2load(t *testing.T) {
 		t.Errorf("parseH2load = %+v, want %+v", r, want)
 	}
 	// 16-byte payloads: 25 bytes of DATA per response, as in that run.
-	if err := r.check(unaryResponseFrameLen(16)); err != nil {
+	if err := r.check(unaryResponseFrameLen(16), 100); err != nil {
 		t.Errorf("check: %v", err)
 	}
 }
@@ -107,10 +107,17 @@ func TestParseH2loadIncomplete(t *testing.T) {
 	}
 }
 
-func TestH2loadCheckFailures(t *testing.T) {
+func TestH2loadCheck(t *testing.T) {
 	ok := h2loadResult{reqPerSec: 1, done: 10, succeeded: 10, status2xx: 10, dataBytes: 250}
-	if err := ok.check(25); err != nil {
+	if err := ok.check(25, 4); err != nil {
 		t.Fatalf("check of a clean run: %v", err)
+	}
+	// Responses still open when the window closed: counted in the status
+	// codes and DATA, not as done.
+	open := ok
+	open.status2xx, open.dataBytes = 14, 350
+	if err := open.check(25, 4); err != nil {
+		t.Errorf("check with 4 responses open at the end: %v", err)
 	}
 	for name, mut := range map[string]func(*h2loadResult){
 		"none done":     func(r *h2loadResult) { *r = h2loadResult{} },
@@ -118,11 +125,14 @@ func TestH2loadCheckFailures(t *testing.T) {
 		"failed":        func(r *h2loadResult) { r.failed, r.succeeded = 1, 9 },
 		"timeout":       func(r *h2loadResult) { r.timeout = 1 },
 		"non-2xx":       func(r *h2loadResult) { r.status2xx = 9 },
+		"too many 2xx":  func(r *h2loadResult) { r.status2xx = 15 },
 		"trailers-only": func(r *h2loadResult) { r.dataBytes = 225 }, // one grpc-status error
+		"odd DATA":      func(r *h2loadResult) { r.dataBytes = 251 },
+		"too much DATA": func(r *h2loadResult) { r.dataBytes = 375 },
 	} {
 		r := ok
 		mut(&r)
-		if err := r.check(25); err == nil {
+		if err := r.check(25, 4); err == nil {
 			t.Errorf("%s: check passed", name)
 		}
 	}
