@@ -61,6 +61,7 @@ type h2loadResult struct {
 	timeout   int64
 	status2xx int64
 	dataBytes int64
+	cpu       time.Duration // h2load's own user plus system time
 }
 
 var (
@@ -143,7 +144,8 @@ func h2loadArgs(o options, addr, body string, d time.Duration) []string {
 func runH2load(ctx context.Context, o options, addr, body string, d time.Duration) (h2loadResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, o.h2load, h2loadArgs(o, addr, body, d)...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, o.h2load, h2loadArgs(o, addr, body, d)...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return h2loadResult{}, fmt.Errorf("h2load: %v\n%s", err, tail(string(out), 20))
 	}
@@ -151,5 +153,6 @@ func runH2load(ctx context.Context, o options, addr, body string, d time.Duratio
 	if err != nil {
 		return r, fmt.Errorf("%v\n%s", err, tail(strings.TrimSpace(string(out)), 20))
 	}
+	r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return r, nil
 }

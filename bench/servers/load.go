@@ -31,6 +31,7 @@ type runResult struct {
 	reqPerSec float64
 	requests  int64
 	cpu       time.Duration
+	clientCPU time.Duration // h2load's, over the same window
 	ctxsw     int64
 	syscalls  []syscallCount // under strace only, most frequent first
 	err       error
@@ -44,6 +45,15 @@ func (r runResult) cpuPerRequest() float64 {
 	return float64(r.cpu.Microseconds()) / float64(r.requests)
 }
 
+// clientCPUPerRequest is h2load's CPU time per request, in microseconds:
+// the client's cost depends on how the server batches its writes.
+func (r runResult) clientCPUPerRequest() float64 {
+	if r.requests == 0 {
+		return 0
+	}
+	return float64(r.clientCPU.Microseconds()) / float64(r.requests)
+}
+
 func (r runResult) switchesPerRequest() float64 {
 	if r.requests == 0 {
 		return 0
@@ -55,8 +65,8 @@ func (r runResult) line() string {
 	if r.err != nil {
 		return fmt.Sprintf("round %d %-8s FAILED: %v", r.round, r.server, r.err)
 	}
-	return fmt.Sprintf("round %d %-8s %9.0f req/s %6.1f CPU-µs/req %5.2f ctx-switches/req (%d requests)",
-		r.round, r.server, r.reqPerSec, r.cpuPerRequest(), r.switchesPerRequest(), r.requests)
+	return fmt.Sprintf("round %d %-8s %9.0f req/s %6.1f CPU-µs/req %5.2f ctx-switches/req, h2load %5.1f CPU-µs/req (%d requests)",
+		r.round, r.server, r.reqPerSec, r.cpuPerRequest(), r.switchesPerRequest(), r.clientCPUPerRequest(), r.requests)
 }
 
 // measureLoad runs one server process through warm-up and the measured
@@ -115,7 +125,7 @@ func measureStarted(ctx context.Context, o options, srv *serverProc, body string
 			return err
 		}
 	}
-	r.reqPerSec, r.requests = h.reqPerSec, h.done
+	r.reqPerSec, r.requests, r.clientCPU = h.reqPerSec, h.done, h.cpu
 	r.cpu, r.ctxsw = after.cpu-before.cpu, after.ctxsw-before.ctxsw
 	return h.check(unaryResponseFrameLen(o.payload), int64(o.clients)*int64(o.streams))
 }

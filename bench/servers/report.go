@@ -27,12 +27,13 @@ type serverSummary struct {
 	rounds, idleRounds int
 	reqPerSec          float64
 	cpuPerReq          float64 // µs
+	clientCPUPerReq    float64 // µs, h2load's
 	switchesPerReq     float64
 	idlePerConn        float64 // bytes
 }
 
 func summarize(runs []runResult, idle []idleResult) map[string]serverSummary {
-	type acc struct{ rps, cpu, sw, idle []float64 }
+	type acc struct{ rps, cpu, client, sw, idle []float64 }
 	accs := map[string]*acc{}
 	get := func(s string) *acc {
 		if accs[s] == nil {
@@ -45,6 +46,7 @@ func summarize(runs []runResult, idle []idleResult) map[string]serverSummary {
 			a := get(r.server)
 			a.rps = append(a.rps, r.reqPerSec)
 			a.cpu = append(a.cpu, r.cpuPerRequest())
+			a.client = append(a.client, r.clientCPUPerRequest())
 			a.sw = append(a.sw, r.switchesPerRequest())
 		}
 	}
@@ -58,7 +60,7 @@ func summarize(runs []runResult, idle []idleResult) map[string]serverSummary {
 	for s, a := range accs {
 		out[s] = serverSummary{
 			rounds: len(a.rps), idleRounds: len(a.idle),
-			reqPerSec: median(a.rps), cpuPerReq: median(a.cpu),
+			reqPerSec: median(a.rps), cpuPerReq: median(a.cpu), clientCPUPerReq: median(a.client),
 			switchesPerReq: median(a.sw), idlePerConn: median(a.idle),
 		}
 	}
@@ -69,17 +71,18 @@ func summarize(runs []runResult, idle []idleResult) map[string]serverSummary {
 // ratios to the other servers.
 func writeReport(w io.Writer, servers []string, runs []runResult, idle []idleResult) {
 	sum := summarize(runs, idle)
-	fmt.Fprintln(w, "| server | h2load req/s (median) | server CPU-µs per request | context switches per request | idle RSS per connection | rounds |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| server | h2load req/s (median) | server CPU-µs per request | server context switches per request | h2load CPU-µs per request | idle RSS per connection | rounds |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
 	for _, s := range servers {
 		m, ok := sum[s]
 		if !ok {
-			fmt.Fprintf(w, "| %s | failed | | | | 0 |\n", s)
+			fmt.Fprintf(w, "| %s | failed | | | | | 0 |\n", s)
 			continue
 		}
-		load := []string{"failed", "", ""}
+		load := []string{"failed", "", "", ""}
 		if m.rounds > 0 {
-			load = []string{fmt.Sprintf("%.0f", m.reqPerSec), fmt.Sprintf("%.1f", m.cpuPerReq), fmt.Sprintf("%.2f", m.switchesPerReq)}
+			load = []string{fmt.Sprintf("%.0f", m.reqPerSec), fmt.Sprintf("%.1f", m.cpuPerReq),
+				fmt.Sprintf("%.2f", m.switchesPerReq), fmt.Sprintf("%.1f", m.clientCPUPerReq)}
 		}
 		rss := "-"
 		if m.idleRounds > 0 {

@@ -219,9 +219,9 @@ func TestMedian(t *testing.T) {
 
 func TestWriteReport(t *testing.T) {
 	runs := []runResult{
-		{server: serverTonic, round: 1, reqPerSec: 1000, requests: 10000, cpu: 200 * time.Millisecond, ctxsw: 5000},
-		{server: serverLeangrpc, round: 1, reqPerSec: 800, requests: 8000, cpu: 200 * time.Millisecond, ctxsw: 8000},
-		{server: serverLeangrpc, round: 2, reqPerSec: 900, requests: 9000, cpu: 180 * time.Millisecond, ctxsw: 9000},
+		{server: serverTonic, round: 1, reqPerSec: 1000, requests: 10000, cpu: 200 * time.Millisecond, clientCPU: 100 * time.Millisecond, ctxsw: 5000},
+		{server: serverLeangrpc, round: 1, reqPerSec: 800, requests: 8000, cpu: 200 * time.Millisecond, clientCPU: 80 * time.Millisecond, ctxsw: 8000},
+		{server: serverLeangrpc, round: 2, reqPerSec: 900, requests: 9000, cpu: 180 * time.Millisecond, clientCPU: 72 * time.Millisecond, ctxsw: 9000},
 		{server: serverLeangrpc, round: 3, reqPerSec: 1, err: errors.New("boom")},
 		{server: serverGrpcGo, round: 1, err: errors.New("boom")},
 	}
@@ -233,8 +233,8 @@ func TestWriteReport(t *testing.T) {
 	writeReport(&buf, allServers, runs, idle)
 	out := buf.String()
 	for _, want := range []string{
-		"| tonic | 1000 | 20.0 | 0.50 | 20.0 KB | 1 |",
-		"| leangrpc | 850 | 22.5 | 1.00 | 5.0 KB | 2 |", // medians of the two good rounds
+		"| tonic | 1000 | 20.0 | 0.50 | 10.0 | 20.0 KB | 1 |",
+		"| leangrpc | 850 | 22.5 | 1.00 | 9.0 | 5.0 KB | 2 |", // medians of the two good rounds
 		"| grpc-go | failed |",
 		"leangrpc/tonic: req/s 0.85x, CPU per request 1.12x, context switches per request 2.00x, idle RSS per connection 0.25x",
 	} {
