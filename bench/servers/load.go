@@ -27,7 +27,8 @@ type loadExtras struct {
 // runResult is one server's load run.
 type runResult struct {
 	server    string
-	round     int // 0 for a diagnostic run outside the table
+	round     int  // 0 for a diagnostic run outside the table
+	streaming bool // the streaming shape: requests are messages
 	reqPerSec float64
 	requests  int64
 	cpu       time.Duration
@@ -62,6 +63,13 @@ func (r runResult) switchesPerRequest() float64 {
 }
 
 func (r runResult) line() string {
+	if r.streaming {
+		if r.err != nil {
+			return fmt.Sprintf("round %d %-8s streaming FAILED: %v", r.round, r.server, r.err)
+		}
+		return fmt.Sprintf("round %d %-8s streaming %9.0f msg/s %6.1f CPU-µs/msg %5.2f ctx-switches/msg, client %5.1f CPU-µs/msg (%d messages)",
+			r.round, r.server, r.reqPerSec, r.cpuPerRequest(), r.switchesPerRequest(), r.clientCPUPerRequest(), r.requests)
+	}
 	if r.err != nil {
 		return fmt.Sprintf("round %d %-8s FAILED: %v", r.round, r.server, r.err)
 	}

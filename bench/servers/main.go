@@ -51,6 +51,7 @@ type options struct {
 	streams    int // h2load -m: concurrent streams per connection
 	payload    int // request and response payload bytes
 	idleConns  int // connections of the idle-RSS measurement; 0 skips it
+	streaming  bool
 	servers    []string
 	h2load     string
 	binDir     string
@@ -70,6 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.clients, "c", 2, "h2load connections (-c)")
 	fs.IntVar(&o.streams, "m", 50, "h2load concurrent streams per connection (-m)")
 	fs.IntVar(&o.payload, "payload", 16, "Payload bytes of each request and of each response")
+	fs.BoolVar(&o.streaming, "streaming", true, "Also run the streaming shape: FullDuplexCall ping-pong on -c connections x -m streams, driven by leangrpc's client")
 	fs.IntVar(&o.idleConns, "idle_conns", 2000, "Idle connections for the RSS-per-connection row; 0 skips it")
 	list := fs.String("servers", strings.Join(allServers, ","), "Comma-separated servers to run: "+strings.Join(allServers, ", "))
 	fs.StringVar(&o.h2load, "h2load", "h2load", "The h2load program")
@@ -169,7 +171,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	fmt.Fprintf(out, "# %s; h2load -c %d -m %d, %v after %v warm-up, UnaryCall with %d-byte payloads, %d round(s)\n",
 		machine(), o.clients, o.streams, o.duration, o.warmup, o.payload, o.rounds)
 
-	var runs []runResult
+	var runs, streams []runResult
 	var idle []idleResult
 	for round := 1; round <= o.rounds; round++ {
 		for _, name := range o.servers {
@@ -179,6 +181,16 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			r := measureLoad(ctx, o, name, bins[name], body, round, loadExtras{})
 			fmt.Fprintln(out, r.line())
 			runs = append(runs, r)
+		}
+		if o.streaming {
+			for _, name := range o.servers {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				r := measureStream(ctx, o, name, bins[name], round)
+				fmt.Fprintln(out, r.line())
+				streams = append(streams, r)
+			}
 		}
 		if o.idleConns > 0 {
 			for _, name := range o.servers {
@@ -193,6 +205,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	fmt.Fprintln(out)
 	writeReport(out, o.servers, runs, idle)
+	if o.streaming {
+		fmt.Fprintln(out)
+		writeStreamReport(out, o.servers, streams)
+	}
 
 	if o.strace {
 		fmt.Fprintln(out, "\n# syscalls per request under strace -c -f (strace slows every server; compare counts, not speed)")
@@ -210,7 +226,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		fmt.Fprintf(out, "\n# profiled run (not in the table): %s\n# CPU profile in %s: go tool pprof -top %s %s\n",
 			r.line(), prof, bins[serverLeangrpc], prof)
 	}
-	for _, r := range runs {
+	for _, r := range append(runs, streams...) {
 		if r.err != nil {
 			return errors.New("some runs failed; see above")
 		}

@@ -90,6 +90,28 @@ func writeReport(w io.Writer, servers []string, runs []runResult, idle []idleRes
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %d |\n", s, strings.Join(load, " | "), rss, m.rounds)
 	}
+	writeRatios(w, sum, true)
+}
+
+// writeStreamReport prints the streaming shape's medians.
+func writeStreamReport(w io.Writer, servers []string, runs []runResult) {
+	sum := summarize(runs, nil)
+	fmt.Fprintln(w, "| server (streaming) | messages/s (median) | server CPU-µs per message | server context switches per message | client CPU-µs per message | rounds |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+	for _, s := range servers {
+		m, ok := sum[s]
+		if !ok || m.rounds == 0 {
+			fmt.Fprintf(w, "| %s | failed | | | | 0 |\n", s)
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %.1f | %.2f | %.1f | %d |\n",
+			s, m.reqPerSec, m.cpuPerReq, m.switchesPerReq, m.clientCPUPerReq, m.rounds)
+	}
+	writeRatios(w, sum, false)
+}
+
+// writeRatios prints leangrpc's ratios to the other servers.
+func writeRatios(w io.Writer, sum map[string]serverSummary, withIdle bool) {
 	lean, ok := sum[serverLeangrpc]
 	if !ok || lean.rounds == 0 {
 		return
@@ -100,13 +122,28 @@ func writeReport(w io.Writer, servers []string, runs []runResult, idle []idleRes
 		if !ok || o.rounds == 0 {
 			continue
 		}
-		line := fmt.Sprintf("leangrpc/%s: req/s %.2fx, CPU per request %.2fx, context switches per request %.2fx",
-			other, lean.reqPerSec/o.reqPerSec, ratio(lean.cpuPerReq, o.cpuPerReq), ratio(lean.switchesPerReq, o.switchesPerReq))
-		if lean.idleRounds > 0 && o.idleRounds > 0 {
+		u := unit(withIdle)
+		line := fmt.Sprintf("leangrpc/%s: %s %.2fx, CPU per %s %.2fx, context switches per %s %.2fx",
+			other, unitRate(withIdle), lean.reqPerSec/o.reqPerSec, u, ratio(lean.cpuPerReq, o.cpuPerReq), u, ratio(lean.switchesPerReq, o.switchesPerReq))
+		if withIdle && lean.idleRounds > 0 && o.idleRounds > 0 {
 			line += fmt.Sprintf(", idle RSS per connection %.2fx", ratio(lean.idlePerConn, o.idlePerConn))
 		}
 		fmt.Fprintln(w, line)
 	}
+}
+
+func unit(unary bool) string {
+	if unary {
+		return "request"
+	}
+	return "message"
+}
+
+func unitRate(unary bool) string {
+	if unary {
+		return "req/s"
+	}
+	return "messages/s"
 }
 
 func ratio(a, b float64) float64 {

@@ -245,4 +245,25 @@ func TestWriteReport(t *testing.T) {
 	if strings.Contains(out, "leangrpc/grpc-go") {
 		t.Errorf("report has a ratio to a server with no good round:\n%s", out)
 	}
+
+	for i := range runs {
+		runs[i].streaming = true
+	}
+	buf.Reset()
+	writeStreamReport(&buf, allServers, runs)
+	out = buf.String()
+	for _, want := range []string{
+		"| leangrpc | 850 | 22.5 | 1.00 | 9.0 | 2 |",
+		"leangrpc/tonic: messages/s 0.85x, CPU per message 1.12x, context switches per message 2.00x\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("streaming report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "idle") {
+		t.Errorf("streaming report shows idle figures:\n%s", out)
+	}
+	if got := runs[1].line(); !strings.Contains(got, "streaming") || !strings.Contains(got, "msg/s") {
+		t.Errorf("streaming run line %q", got)
+	}
 }
