@@ -223,8 +223,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			return err
 		}
 		r := measureLoad(ctx, o, serverLeangrpc, bins[serverLeangrpc], body, 0, loadExtras{cpuProfile: prof})
-		fmt.Fprintf(out, "\n# profiled run (not in the table): %s\n# CPU profile in %s: go tool pprof -top %s %s\n",
-			r.line(), prof, bins[serverLeangrpc], prof)
+		fmt.Fprintf(out, "\n# profiled run (not in the table): %s\n# CPU profile in %s: go tool pprof -top %[2]s\n",
+			r.line(), prof)
 	}
 	for _, r := range append(runs, streams...) {
 		if r.err != nil {
