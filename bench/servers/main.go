@@ -59,6 +59,7 @@ type options struct {
 	cargoJobs  int
 	cpuProfile string // a file for an extra leangrpc run with a CPU profile
 	strace     bool   // an extra run per server under strace -c
+	allocs     bool   // an extra run per server counting allocations
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -80,6 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.cargoJobs, "cargo_jobs", 1, "cargo build -j: jobs for building tonic (run at nice 10)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "After the rounds, profile one more leangrpc run into this file")
 	fs.BoolVar(&o.strace, "strace", false, "After the rounds, count syscalls per request of each server with strace -c -f")
+	fs.BoolVar(&o.allocs, "allocs", false, "After the rounds, count allocations per request of each server (tonic: needs perf and libc uprobes, see README)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -215,6 +217,13 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		for _, name := range o.servers {
 			r := measureLoad(ctx, o, name, bins[name], body, 0, loadExtras{strace: true})
 			writeStrace(out, r)
+		}
+	}
+	if o.allocs {
+		fmt.Fprintln(out, "\n# allocations per request (tonic under uprobes: compare counts, not speed)")
+		for _, name := range o.servers {
+			c, err := measureAllocs(ctx, o, name, bins[name], body)
+			writeAllocs(out, name, c, err)
 		}
 	}
 	if o.cpuProfile != "" && contains(o.servers, serverLeangrpc) {

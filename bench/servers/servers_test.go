@@ -267,3 +267,36 @@ func TestWriteReport(t *testing.T) {
 		t.Errorf("streaming run line %q", got)
 	}
 }
+
+func TestParseAllocCounts(t *testing.T) {
+	allocs, total, err := parseMemstats("interop server (leangrpc): 2026/11/26 10:00:00.000000 stopping\n" +
+		"interop server (leangrpc): 2026/11/26 10:00:00.000001 memstats: mallocs 8000123 bytes 1092400000 gc 512\n")
+	if err != nil || allocs != 8000123 || total != 1092400000 {
+		t.Errorf("parseMemstats = %d, %d, %v", allocs, total, err)
+	}
+	if _, _, err := parseMemstats("stopping\n"); err == nil {
+		t.Error("a log without memstats parsed")
+	}
+
+	// perf stat -x, as perf 6 writes it.
+	counts, err := parsePerfCounts("\n# started on Thu Nov 26 10:00:00 2026\n\n" +
+		"14412660,,probe_libc:malloc,25423618180,100.00,,\n400000,,probe_libc:calloc,25423618180,100.00,,\n50,,probe_libc:realloc,25423618180,100.00,,\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts["probe_libc:malloc"] != 14412660 || counts["probe_libc:calloc"] != 400000 || counts["probe_libc:realloc"] != 50 {
+		t.Errorf("parsePerfCounts = %v", counts)
+	}
+	if _, err := parsePerfCounts("<not counted>,,probe_libc:malloc,0,0.00,,\n"); err == nil {
+		t.Error("an uncounted event parsed")
+	}
+	if _, err := parsePerfCounts("# started on Thu Nov 26 10:00:00 2026\n"); err == nil {
+		t.Error("perf output without counts parsed")
+	}
+
+	var buf bytes.Buffer
+	writeAllocs(&buf, serverLeangrpc, allocCounts{requests: 400000, allocs: 8000000, bytes: 1092400000, detail: "d"}, nil)
+	if got, want := buf.String(), "leangrpc 20.0 allocations/request, 2731 B/request over 400000 requests (d)\n"; got != want {
+		t.Errorf("writeAllocs = %q, want %q", got, want)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"syscall"
@@ -57,6 +58,9 @@ var (
 	// profiles this program under load; the profile is written when the
 	// server stops on a signal.
 	cpuProfile = flag.String("cpuprofile", "", "Write a CPU profile to this file until the server stops")
+	// memStats serves the server benchmark too: it counts allocations
+	// per request from the totals.
+	memStats = flag.Bool("memstats", false, "Log the process's heap allocation totals when the server stops")
 )
 
 // server is what newServer returns: a leangrpc.Server, or a grpc.Server
@@ -127,8 +131,13 @@ func main() {
 		log.Fatalf("Serve: %v", err)
 	}
 	// Serve returns as soon as a stop begins; waiting for the stop to end
-	// lets the deferred profile cover the whole run.
+	// lets the deferred profile and the totals cover the whole run.
 	<-stopped
+	if *memStats {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		log.Printf("memstats: mallocs %d bytes %d gc %d", ms.Mallocs, ms.TotalAlloc, ms.NumGC)
+	}
 }
 
 // serverTLS returns grpc-go's TLS credentials for the key pair in certFile

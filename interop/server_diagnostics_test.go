@@ -4,22 +4,25 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// TestServerCPUProfile checks the server's -cpuprofile flag, which the
-// server benchmark (bench/servers) uses: after calls and a SIGTERM the
-// server exits cleanly and leaves a profile (gzip-compressed, as
-// runtime/pprof writes them).
-func TestServerCPUProfile(t *testing.T) {
+var memstatsRE = regexp.MustCompile(`memstats: mallocs [1-9]\d* bytes [1-9]\d* gc \d+`)
+
+// TestServerDiagnostics checks the server's -cpuprofile and -memstats
+// flags, which the server benchmark (bench/servers) uses: after a call and
+// a SIGTERM the server exits cleanly, leaves a profile (gzip-compressed, as
+// runtime/pprof writes them) and logs its allocation totals.
+func TestServerDiagnostics(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("stops the server with SIGTERM")
 	}
 	prof := filepath.Join(t.TempDir(), "cpu.prof")
-	srv := startServer(t, leanServer.get(t), "-cpuprofile="+prof)
+	srv := startServer(t, leanServer.get(t), "-cpuprofile="+prof, "-memstats")
 	if out, err := runClient(leanClient.get(t), srv.port, "large_unary", plaintext.clientArgs...); err != nil {
 		t.Fatalf("large_unary: %v\n%s", err, tail(out))
 	}
@@ -33,6 +36,9 @@ func TestServerCPUProfile(t *testing.T) {
 	}
 	if !srv.cmd.ProcessState.Success() {
 		t.Fatalf("server exited with %v; output:\n%s", srv.cmd.ProcessState, tail(srv.out.From(0)))
+	}
+	if log := srv.out.From(0); !memstatsRE.Match(log) {
+		t.Errorf("no allocation totals logged; output:\n%s", tail(log))
 	}
 	b, err := os.ReadFile(prof)
 	if err != nil {
