@@ -9,8 +9,10 @@
 // servers alone. Each run starts a fresh server process; rounds interleave
 // the servers so that drift in the machine's load spreads over all of them.
 // Server CPU time comes from /proc/PID/stat over the measured window, after
-// a warm-up. A second table gives each server's resident memory per idle
-// connection.
+// a warm-up. Each round also measures each server's resident memory per
+// idle connection and, since h2load cannot stream, a FullDuplexCall
+// ping-pong shape driven by leangrpc's client. -strace, -allocs and
+// -cpuprofile add diagnostic runs after the rounds.
 //
 //	go run ./bench/servers                 # 3 rounds, all three servers
 //	go run ./bench/servers -rounds 1 -servers leangrpc,grpc-go
