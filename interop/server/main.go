@@ -24,6 +24,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -51,6 +53,14 @@ var (
 	// supported, so the address only matters together with -use_alts.
 	_       = flag.String("alts_handshaker_service_address", "", "Ignored: ALTS is not supported")
 	useALTS = flag.Bool("use_alts", false, "Connection uses ALTS if true (not supported)")
+
+	// cpuProfile serves the server benchmark (bench/servers), which
+	// profiles this program under load; the profile is written when the
+	// server stops on a signal.
+	cpuProfile = flag.String("cpuprofile", "", "Write a CPU profile to this file until the server stops")
+	// memStats serves the server benchmark too: it counts allocations
+	// per request from the totals.
+	memStats = flag.Bool("memstats", false, "Log the process's heap allocation totals when the server stops")
 )
 
 // server is what newServer returns: a leangrpc.Server, or a grpc.Server
@@ -86,12 +96,29 @@ func main() {
 	if err != nil {
 		log.Fatalf("listen: %v", err)
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatalf("cpuprofile: %v", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatalf("cpuprofile: %v", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				log.Printf("cpuprofile: %v", err)
+			}
+		}()
+	}
 	s := newServer(uint32(*maxStreams), creds)
 	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-sig
 		log.Printf("stopping")
 		t := time.AfterFunc(stopGrace, s.Stop)
@@ -102,6 +129,14 @@ func main() {
 	log.Printf("listening on %v", lis.Addr())
 	if err := s.Serve(lis); err != nil {
 		log.Fatalf("Serve: %v", err)
+	}
+	// Serve returns as soon as a stop begins; waiting for the stop to end
+	// lets the deferred profile and the totals cover the whole run.
+	<-stopped
+	if *memStats {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		log.Printf("memstats: mallocs %d bytes %d gc %d", ms.Mallocs, ms.TotalAlloc, ms.NumGC)
 	}
 }
 
