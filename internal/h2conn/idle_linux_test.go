@@ -92,9 +92,21 @@ func TestIdleAsyncNoGoroutine(t *testing.T) {
 		t.Fatalf("%d pooled buffers out on an idle pair, want 0", out)
 	}
 	for _, c := range []*Conn{p.client, p.server} {
-		c.mu.Lock()
-		nf, sm, cc, st := len(c.freeStreams), c.streams, cap(c.ctrl), c.timers.settings
-		c.mu.Unlock()
+		// A role just offered has no goroutine either: the watcher gives
+		// it to a reader within a tick, which trims the connection when
+		// it parks after its idle wait.
+		var nf, cc int
+		var sm map[uint32]*Stream
+		var st *time.Timer
+		for deadline := time.Now().Add(2 * time.Second); ; {
+			c.mu.Lock()
+			nf, sm, cc, st = len(c.freeStreams), c.streams, cap(c.ctrl), c.timers.settings
+			c.mu.Unlock()
+			if nf == 0 && sm == nil && cc == 0 && st == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
 		if nf != 0 || sm != nil || cc != 0 || st != nil {
 			t.Errorf("%v idle: %d free streams, streams map %v, ctrl cap %d, settings timer %v; want all dropped", c.role, nf, sm, cc, st)
 		}
