@@ -796,6 +796,12 @@ func TestStatsHandlersRunInOrder(t *testing.T) {
 	s.Stop()
 	<-done
 	checkGoroutines(t, base) // the client's ConnEnd has been reported
+	// The server reports a call's End after the response went out, so
+	// the client may have finished first: wait until both handlers
+	// have heard it (Stop does not wait for it, in grpc-go either).
+	for deadline := time.Now().Add(5 * time.Second); log.count("*stats.End client=false") < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 
 	// Events of the two ends, and a connection's end and a call's, may
 	// interleave: check the order per event.
@@ -847,6 +853,19 @@ type orderLog struct {
 }
 
 func (o *orderLog) add(e orderEntry) { o.mu.Lock(); o.l = append(o.l, e); o.mu.Unlock() }
+// count returns how many entries are of event.
+func (o *orderLog) count(event string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, e := range o.l {
+		if e.event == event {
+			n++
+		}
+	}
+	return n
+}
+
 func (o *orderLog) get() []orderEntry {
 	o.mu.Lock()
 	defer o.mu.Unlock()
