@@ -853,6 +853,7 @@ type orderLog struct {
 }
 
 func (o *orderLog) add(e orderEntry) { o.mu.Lock(); o.l = append(o.l, e); o.mu.Unlock() }
+
 // count returns how many entries are of event.
 func (o *orderLog) count(event string) int {
 	o.mu.Lock()
