@@ -39,8 +39,11 @@ type callInfo struct {
 	compressor string
 	comp       encoding.Compressor
 	// via is the SubConn a producer's call runs on (subConn.NewStream);
-	// nil for the calls the picker places.
-	via *subConn
+	// nil for the calls the picker places. waitedResolver says the call
+	// waited for the resolver's first report: its pick was delayed, as a
+	// stats handler hears (DelayedPickComplete).
+	via            *subConn
+	waitedResolver bool
 	// waitForReadySet says a call option set waitForReady: it wins over
 	// the method config's.
 	waitForReadySet bool
@@ -279,7 +282,8 @@ func (cc *ClientConn) openStreamStats(ctx context.Context, method string, ci *ca
 			cst.end(err, nil)
 			return nil, picked{}, nil, err
 		}
-		if p.blocked {
+		if p.blocked || ci.waitedResolver {
+			ci.waitedResolver = false // the first attempt's alone
 			cst.delayedPick()
 		}
 		req, err := cc.newRequest(cst.ctx, method, ci)
@@ -329,7 +333,7 @@ func (cc *ClientConn) Invoke(ctx context.Context, method string, args, reply any
 }
 
 func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any, _ *grpc.ClientConn, opts ...grpc.CallOption) (err error) {
-	sc, err := cc.config(ctx)
+	sc, waited, err := cc.config(ctx)
 	if err != nil {
 		return err
 	}
@@ -341,6 +345,7 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 	if err != nil {
 		return err
 	}
+	ci.waitedResolver = waited
 	if len(ci.onFinish) > 0 {
 		defer func() {
 			for _, f := range ci.onFinish {
@@ -511,9 +516,10 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, _ *g
 func (cc *ClientConn) newStreamOn(ctx context.Context, desc *grpc.StreamDesc, method string, via *subConn, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	var sc *serviceConfig
 	var mc *methodConfig
+	waited := false
 	if via == nil {
 		var err error
-		if sc, err = cc.config(ctx); err != nil {
+		if sc, waited, err = cc.config(ctx); err != nil {
 			return nil, err
 		}
 		if sc != nil {
@@ -525,6 +531,7 @@ func (cc *ClientConn) newStreamOn(ctx context.Context, desc *grpc.StreamDesc, me
 		return nil, err
 	}
 	ci.via = via
+	ci.waitedResolver = waited
 	if sc != nil {
 		return cc.newStreamConfigured(ctx, desc, method, &ci, sc, mc)
 	}

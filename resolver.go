@@ -282,13 +282,15 @@ func (cc *ClientConn) defaultConfig() *serviceConfig {
 // resolver's first report the channel cannot know it: the call leaves
 // idle mode and waits for that report, as grpc-go's calls do, whether or
 // not they wait for ready.
-func (cc *ClientConn) config(ctx context.Context) (*serviceConfig, error) {
+// waited says it had to.
+func (cc *ClientConn) config(ctx context.Context) (sc *serviceConfig, waited bool, err error) {
 	if !cc.resolved.Load() {
 		if err := cc.waitResolved(ctx); err != nil {
-			return nil, err
+			return nil, true, err
 		}
+		waited = true
 	}
-	return cc.sc.Load(), nil
+	return cc.sc.Load(), waited, nil
 }
 
 // waitResolved waits for the resolver's first report.
