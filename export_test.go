@@ -20,3 +20,16 @@ func WithKeepaliveParamsUnfloored(kp keepalive.ClientParameters) DialOption {
 
 // KeepaliveTimeOf is the keepalive time cc's next connection will use.
 func KeepaliveTimeOf(cc *ClientConn) time.Duration { return cc.h2cfg.Load().KeepaliveTime }
+
+// HandlerWorkers returns the number of the server's handler workers, idle
+// or running a call.
+func HandlerWorkers(s *Server) int {
+	p := s.workers
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}
+
+// SetWorkerIdleTimeout sets how long the server's handler workers wait for
+// a call before they exit; a test sets it before the server's first call.
+func SetWorkerIdleTimeout(s *Server, d time.Duration) { s.workers.idleTimeout = d }

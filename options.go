@@ -46,6 +46,19 @@ type serverOptions struct {
 	waitForHandlers      bool
 	inTap                tap.ServerInHandle
 	statsHandlers        []stats.Handler
+	numStreamWorkers     uint32
+}
+
+// NumStreamWorkers bounds the goroutines the server keeps to run handlers
+// on (workers.go); 0, the default, bounds them by 64 per GOMAXPROCS, at
+// least 128. grpc-go starts that many workers with Serve and keeps them,
+// and without the option starts a goroutine per stream. leangrpc always
+// reuses handler goroutines, starts them as calls come and lets them exit
+// after a second without a call, so an idle server holds none. As in
+// grpc-go, a call that finds every worker busy runs on a goroutine of its
+// own; a lone unary call on a connection runs on the connection's reader.
+func NumStreamWorkers(n uint32) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.numStreamWorkers = n })
 }
 
 // UnknownServiceHandler sets a handler for calls to services and methods

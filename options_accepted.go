@@ -27,12 +27,6 @@ func ReadBufferSize(int) ServerOption { return serverOptionFunc(func(*serverOpti
 // default).
 func SharedWriteBuffer(bool) ServerOption { return serverOptionFunc(func(*serverOptions) {}) }
 
-// NumStreamWorkers is accepted and has no effect. grpc-go can run streams
-// on a fixed pool of worker goroutines. leangrpc runs a unary call that is
-// alone on its connection on the connection's reader and every other call
-// on a goroutine of its own, which costs less than a hand-off to a worker.
-func NumStreamWorkers(uint32) ServerOption { return serverOptionFunc(func(*serverOptions) {}) }
-
 // WithWriteBufferSize is accepted and has no effect; see WriteBufferSize.
 func WithWriteBufferSize(int) DialOption { return dialOptionFunc(func(*dialOptions) {}) }
 

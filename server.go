@@ -51,6 +51,7 @@ type Server struct {
 	conns    map[*h2conn.Conn]struct{}
 	connWG   sync.WaitGroup // serving goroutines of accepted connections
 	handlers sync.WaitGroup // RPC handler goroutines
+	workers  *workerPool    // the goroutines that run handlers (workers.go)
 }
 
 type serviceInfo struct {
@@ -70,6 +71,7 @@ func NewServer(opts ...ServerOption) *Server {
 	s.unaryInt = chainUnaryServer(o.unaryInts)
 	s.strInt = chainStreamServer(o.streamInts)
 	s.stats = combineStats(o.statsHandlers)
+	s.workers = newWorkerPool(int(o.numStreamWorkers))
 	pool := bufpool.Default()
 	if o.bufferPool != nil {
 		pool = bufpool.New(o.bufferPool)
@@ -283,6 +285,7 @@ func (s *Server) Stop() {
 		c.Close()
 	}
 	s.connWG.Wait()
+	s.workers.stop()
 	if s.opts.waitForHandlers {
 		s.handlers.Wait()
 	}
@@ -306,6 +309,7 @@ func (s *Server) GracefulStop() {
 	}
 	s.connWG.Wait()
 	s.handlers.Wait()
+	s.workers.stop()
 }
 
 // serverConn is the h2conn.Handler of one accepted connection.
@@ -390,7 +394,7 @@ func (*serverConn) String() string { return "leangrpc.serverConn" }
 
 // HandleStream runs on the connection's reader: it parses the request,
 // prepares the stream (so that a reset from now on cancels its context)
-// and hands it to a handler goroutine.
+// and hands it to a handler worker (workers.go).
 func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 	s := sc.srv
 	r := &rpc{srv: s}
@@ -425,7 +429,7 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 		// if the call is the connection's only one (h2conn's reader.go).
 		return
 	}
-	go r.handle()
+	s.workers.run(r)
 }
 
 // tap runs the InTapHandle on a request, as grpc-go does: on the
