@@ -25,10 +25,10 @@ import (
 // to give, and a reader cannot leave the wait to the idle poller.
 //
 // So the TLS handshake is given a recordConn instead of the raw conn: it
-// parses the TLS record headers of what it reads and hands crypto/tls at
-// most the rest of the current header or record per Read, reading
-// exactly that from the socket, so that crypto/tls never holds bytes of a
-// record after the one it asked for. And TLSConn reads the tls.Conn with a
+// parses the TLS record headers of what it reads (peeking at a header
+// before it reads a record) and hands crypto/tls at most the rest of the
+// current record per Read, reading exactly that from the socket, so that
+// crypto/tls never holds bytes of a record after the one it asked for. And TLSConn reads the tls.Conn with a
 // buffer that takes a whole record's plaintext (16 KiB), so that it leaves
 // none behind. Then, whenever a read of the tls.Conn returned with a
 // buffer it did not fill, everything the peer sent that the reader has not
@@ -42,8 +42,8 @@ import (
 // reports an empty socket as a temporary error (which crypto/tls passes
 // back without failing the connection) rather than block there.
 //
-// Reading exactly costs a system call for each record's header and one
-// for its body. crypto/tls keeps its own record buffers (rawInput, the
+// Reading exactly costs a system call for each record's header (the
+// peek) and one for the record. crypto/tls keeps its own record buffers (rawInput, the
 // records read, and outBuf, those written) for the connection's life.
 
 // tlsReadSize is the least size of a TLSConn read: the largest plaintext
@@ -106,12 +106,14 @@ type recordConn struct {
 	try bool
 
 	// The state of one read, for readOnce.
-	fn      func(fd uintptr) bool
-	p       []byte
-	n       int
-	err     error
-	tryNow  bool
-	nothing bool // readOnce found the socket empty in a try
+	fn       func(fd uintptr) bool
+	p, p0    []byte // the target as readOnce limits it, and as Read gave it
+	peek     [recordHeaderLen]byte
+	boundary bool
+	n        int
+	err      error
+	tryNow   bool
+	nothing  bool // readOnce found the socket empty in a try
 }
 
 // errNoRecord is what a try read at a record boundary returns when the
@@ -132,40 +134,52 @@ func (r *recordConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if r.left == 0 {
+	boundary := r.left == 0 && r.hdrN == 0
+	switch {
+	case boundary:
+		// readOnce limits p to the record, once it peeked at its header.
+	case r.left == 0:
 		p = p[:min(len(p), recordHeaderLen-r.hdrN)]
-	} else {
+	default:
 		p = p[:min(len(p), r.left)]
 	}
-	n, err := r.read(p, r.try && r.left == 0 && r.hdrN == 0)
-	r.account(p[:n])
+	n, err := r.read(p, boundary, r.try && boundary)
+	r.account(r.p0[:n])
+	r.p0 = nil
 	return n, err
 }
 
-// account follows the record framing over the bytes just read, which lie
-// within one header or one body.
+// account follows the record framing over the bytes just read: the rest
+// of a header, of a body, or a whole record.
 func (r *recordConn) account(p []byte) {
-	if r.left > 0 {
-		r.left -= len(p)
-		return
-	}
-	r.hdrN += copy(r.hdr[r.hdrN:], p)
-	if r.hdrN == recordHeaderLen {
-		r.hdrN = 0
-		r.left = int(r.hdr[3])<<8 | int(r.hdr[4])
+	for len(p) > 0 {
+		if r.left > 0 {
+			k := min(r.left, len(p))
+			r.left -= k
+			p = p[k:]
+			continue
+		}
+		k := copy(r.hdr[r.hdrN:], p)
+		r.hdrN += k
+		p = p[k:]
+		if r.hdrN == recordHeaderLen {
+			r.hdrN = 0
+			r.left = int(r.hdr[3])<<8 | int(r.hdr[4])
+		}
 	}
 }
 
 // read makes one read from the socket into p, waiting in the poller for
-// bytes unless try is set.
-func (r *recordConn) read(p []byte, try bool) (int, error) {
+// bytes unless try is set; at a record boundary, of one record at most.
+// The bytes read are r.p0[:n].
+func (r *recordConn) read(p []byte, boundary, try bool) (int, error) {
 	if err := r.sock.disarm(); err != nil {
 		return 0, opError(r.Conn, "read", err)
 	}
-	r.p, r.n, r.err, r.tryNow, r.nothing = p, 0, nil, try, false
+	r.p, r.p0, r.n, r.err, r.boundary, r.tryNow, r.nothing = p, p, 0, nil, boundary, try, false
 	err := r.sock.w.rc.Read(r.fn)
 	n, rerr, nothing := r.n, r.err, r.nothing
-	r.p, r.err = nil, nil
+	r.p, r.err = nil, nil // r.p0 stays for Read's accounting
 	switch {
 	case err != nil:
 		return 0, rawOpErr(err)
@@ -177,8 +191,25 @@ func (r *recordConn) read(p []byte, try bool) (int, error) {
 	return n, nil
 }
 
-// readOnce is read's RawConn.Read callback.
+// readOnce is read's RawConn.Read callback. At a record boundary it
+// peeks at the next record's header first and reads up to the end of that
+// record: crypto/tls asks for a header and then for the body, and a
+// record read whole at the first ask spares the second (and its
+// allocation).
 func (r *recordConn) readOnce(fd uintptr) bool {
+	if r.boundary {
+		m, e := sockCall(unix.SYS_RECVFROM, fd, unsafe.Pointer(&r.peek[0]), recordHeaderLen, syscall.MSG_PEEK)
+		switch {
+		case e == syscall.EINTR:
+			return r.readOnce(fd)
+		case e == 0 && m == recordHeaderLen:
+			n := recordHeaderLen + (int(r.peek[3])<<8 | int(r.peek[4]))
+			r.p = r.p[:min(len(r.p), n)]
+		case e == 0 && m > 0:
+			r.p = r.p[:min(len(r.p), int(m))] // part of a header so far
+		}
+		// Otherwise (empty, the peer's end, an error) the read says so.
+	}
 	n, err := readSome(fd, r.p)
 	if err == syscall.EAGAIN {
 		if r.tryNow {
