@@ -12,7 +12,7 @@
 // read the portable way: a reader goroutine in Read, with one read buffer
 // per connection, parked in Read while the connection is idle.
 //
-// Wrap picks one of three paths for a connection:
+// Wrap picks one of four paths for a connection:
 //   - Linux, a conn exposing syscall.Conn (TCP, Unix), pooled reads on:
 //     *Conn, with every capability above (sys_conn_linux.go,
 //     readeach_linux.go, idle_linux.go);
