@@ -85,6 +85,13 @@ var testCert = sync.OnceValues(func() (tls.Certificate, error) {
 // handshake.
 func tlsPair(t *testing.T, cache tls.ClientSessionCache) (*TLSConn, *tls.Conn, *peerConn) {
 	t.Helper()
+	return tlsPairVersion(t, cache, 0)
+}
+
+// tlsPairVersion is tlsPair with the client's highest TLS version (0:
+// crypto/tls's default, TLS 1.3).
+func tlsPairVersion(t *testing.T, cache tls.ClientSessionCache, maxVersion uint16) (*TLSConn, *tls.Conn, *peerConn) {
+	t.Helper()
 	cert, err := testCert()
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +103,7 @@ func tlsPair(t *testing.T, cache tls.ClientSessionCache) (*TLSConn, *tls.Conn, *
 	if _, ok := hs.(*recordConn); !ok {
 		t.Fatalf("ForTLSHandshake(%T) = %T, want the record conn", client, hs)
 	}
-	cli := tls.Client(hs, &tls.Config{InsecureSkipVerify: true, ServerName: "leangrpc.test", ClientSessionCache: cache})
+	cli := tls.Client(hs, &tls.Config{InsecureSkipVerify: true, ServerName: "leangrpc.test", ClientSessionCache: cache, MaxVersion: maxVersion})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Handshake() }()
 	if err := cli.Handshake(); err != nil {
@@ -375,5 +382,33 @@ func TestSecuredTLSOtherConns(t *testing.T) {
 	}
 	if SecuredTLS(client, client) != nil {
 		t.Fatal("SecuredTLS of a conn not from ForTLSHandshake is not nil")
+	}
+}
+
+// TestTLS12: TLS 1.2 records (explicit nonces, no inner content type) read
+// whole and leave the conn at a record boundary, in both directions.
+func TestTLS12(t *testing.T) {
+	c, srv, _ := tlsPairVersion(t, nil, tls.VersionTLS12)
+	if v := c.TLS().ConnectionState().Version; v != tls.VersionTLS12 {
+		t.Fatalf("version %x, want TLS 1.2", v)
+	}
+	pool := bufpool.New(nil)
+	msg := bytes.Repeat([]byte("tls12 "), 10000)
+	go srv.Write(msg)
+	if got := readWithin(t, c, pool, len(msg)); !bytes.Equal(got, msg) {
+		t.Fatalf("read %d bytes, not the %d sent", len(got), len(msg))
+	}
+	atBoundary(t, c)
+	go c.WriteVec([][]byte{[]byte("back"), []byte("wards")})
+	p := make([]byte, 9)
+	for n := 0; n < len(p); {
+		m, err := srv.Read(p[n:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += m
+	}
+	if string(p) != "backwards" {
+		t.Fatalf("peer read %q", p)
 	}
 }
