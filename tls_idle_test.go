@@ -10,6 +10,7 @@ import (
 	"github.com/leangrpc/leangrpc"
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/sockio"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/interop"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -92,4 +93,68 @@ func TestIdleTLSConnectionsHoldNothing(t *testing.T) {
 	<-served
 	checkGoroutines(t, base)
 	checkBuffers(t, bufs)
+}
+
+// wrappingTLS is TLS credentials that return the handshake's conn inside a
+// type of their own, as credentials that count or log bytes do: the
+// connection takes the portable path, reading through the conn the
+// handshake was given as through the raw socket.
+type wrappingTLS struct {
+	credentials.TransportCredentials
+}
+
+type wrappedConn struct{ net.Conn }
+
+func (w wrappingTLS) Clone() credentials.TransportCredentials {
+	return wrappingTLS{w.TransportCredentials.Clone()}
+}
+
+func (w wrappingTLS) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	c, a, err := w.TransportCredentials.ClientHandshake(ctx, authority, raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	return wrappedConn{c}, a, nil
+}
+
+func (w wrappingTLS) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	c, a, err := w.TransportCredentials.ServerHandshake(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	return wrappedConn{c}, a, nil
+}
+
+// TestTLSCredentialsOwnConn: TLS credentials whose handshake returns a conn
+// of their own (not the *tls.Conn) carry calls, large ones included.
+func TestTLSCredentialsOwnConn(t *testing.T) {
+	setup := serverTLSSetup(t)
+	s := leangrpc.NewServer(leangrpc.Creds(wrappingTLS{setup.server}))
+	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { s.Serve(ln); close(served) }()
+	defer func() { s.Stop(); <-served }()
+	cc, err := leangrpc.NewClient(ln.Addr().String(), leangrpc.WithTransportCredentials(wrappingTLS{setup.client}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tc := testgrpc.NewTestServiceClient(cc)
+	for range 3 {
+		req := &testpb.SimpleRequest{ResponseSize: 100 << 10, Payload: &testpb.Payload{Body: make([]byte, 70<<10)}}
+		resp, err := tc.UnaryCall(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(resp.GetPayload().GetBody()); got != 100<<10 {
+			t.Fatalf("response of %d bytes, want %d", got, 100<<10)
+		}
+		time.Sleep(5 * time.Millisecond) // let the connections go idle between calls
+	}
 }
