@@ -46,7 +46,7 @@ func (cc *ClientConn) connectAddr(parent context.Context, a resolver.Address) (*
 		serverName = a.ServerName
 	}
 	var auth credentials.AuthInfo
-	raw := nc
+	raw := forHandshake(nc, cc.opts.creds, cc.h2cfg.Load().PooledReads)
 	nc, auth, err = cc.opts.creds.ClientHandshake(ctx, serverName, raw)
 	if err != nil {
 		raw.Close()

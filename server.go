@@ -15,6 +15,7 @@ import (
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/grpcwire"
 	"github.com/leangrpc/leangrpc/internal/h2conn"
+	"github.com/leangrpc/leangrpc/internal/sockio"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -221,7 +222,8 @@ func (s *Server) serveConn(nc net.Conn) {
 	var auth credentials.AuthInfo
 	if s.opts.creds != nil {
 		nc.SetDeadline(time.Now().Add(s.opts.connTimeout))
-		c, a, err := s.opts.creds.ServerHandshake(nc)
+		hs := forHandshake(nc, s.opts.creds, s.h2cfg.PooledReads)
+		c, a, err := s.opts.creds.ServerHandshake(hs)
 		nc.SetDeadline(time.Time{})
 		if err != nil {
 			// A conn the credentials dispatched elsewhere is theirs
@@ -233,7 +235,7 @@ func (s *Server) serveConn(nc net.Conn) {
 			s.connWG.Done()
 			return
 		}
-		nc, auth = secured(nc, c), a
+		nc, auth = secured(hs, c), a
 	}
 	sc := &serverConn{srv: s}
 	sc.peer = peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
@@ -801,11 +803,27 @@ var (
 // socket layer would then read and write the raw, encrypted bytes.
 type securedConn struct{ net.Conn }
 
-// secured returns c, the result of a handshake on raw, made opaque unless
-// the handshake returned raw itself (plaintext credentials).
+// secured returns c, the result of a handshake on raw (forHandshake's),
+// made opaque unless the handshake returned raw itself (plaintext
+// credentials), or a TLS conn whose reader can wait for the socket under
+// it (sockio.SecuredTLS).
 func secured(raw, c net.Conn) net.Conn {
 	if c == raw {
 		return c
 	}
+	if t := sockio.SecuredTLS(raw, c); t != nil {
+		return t
+	}
 	return securedConn{c}
+}
+
+// forHandshake returns the conn to hand creds' handshake over raw: for TLS
+// credentials with pooled reads, sockio's, which reads whole TLS records
+// only, so that an idle connection can wait for its socket's readability
+// without a goroutine (sockio.SecuredTLS); raw otherwise.
+func forHandshake(raw net.Conn, creds credentials.TransportCredentials, pooled bool) net.Conn {
+	if !pooled || creds.Info().SecurityProtocol != "tls" {
+		return raw
+	}
+	return sockio.ForTLSHandshake(raw)
 }

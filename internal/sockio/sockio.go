@@ -12,12 +12,16 @@
 // read the portable way: a reader goroutine in Read, with one read buffer
 // per connection, parked in Read while the connection is idle.
 //
-// Wrap picks one of three paths for a connection:
+// Wrap picks one of four paths for a connection:
 //   - Linux, a conn exposing syscall.Conn (TCP, Unix), pooled reads on:
 //     *Conn, with every capability above (sys_conn_linux.go,
 //     readeach_linux.go, idle_linux.go);
 //   - the same with pooled reads off: *VecConn, WriteVec only;
-//   - every other OS, conns without a descriptor (net.Pipe, TLS, any
+//   - Linux, a TLS conn whose handshake was given ForTLSHandshake's conn:
+//     the *TLSConn SecuredTLS returns, with ReadReady, ReadReadyWithin,
+//     TryReadReady and OnReadable, waiting for the socket under TLS
+//     (tls_linux.go);
+//   - every other OS, conns without a descriptor (net.Pipe, other TLS, any
 //     conn from a custom dialer), and every conn in a build with the
 //     leangrpcportable tag: *FallbackConn, whose WriteVec goes through
 //     net.Buffers.WriteTo. The tag exists so that the portable path,
@@ -64,6 +68,9 @@ type Flusher interface{ Flush() error }
 // *FallbackConn, adding only WriteVec. Wrapping a conn that Wrap returned
 // rewraps the original conn.
 func Wrap(c net.Conn, pooled bool) net.Conn {
+	if _, ok := c.(tlsWrapper); ok {
+		return c // SecuredTLS's, ready as it is
+	}
 	c = unwrap(c)
 	if w := wrapRaw(c, pooled); w != nil {
 		return w
@@ -175,6 +182,9 @@ func (c *FallbackConn) write(n int64, p []byte) (int64, error) {
 
 // NetConn returns the wrapped conn.
 func (c *FallbackConn) NetConn() net.Conn { return c.Conn }
+
+// tlsWrapper is implemented by SecuredTLS's conns only.
+type tlsWrapper interface{ sockioTLS() }
 
 // wrapper is implemented by this package's wrappers only.
 type wrapper interface {

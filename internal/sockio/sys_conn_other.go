@@ -14,3 +14,10 @@ func wrapRaw(c net.Conn, pooled bool) net.Conn { return nil }
 // path: conns have no OnReadable, so an idle connection keeps its reader
 // goroutine parked in Read.
 func StartIdlePoller() error { return errors.ErrUnsupported }
+
+// ForTLSHandshake returns raw: the portable path reads TLS with a reader
+// goroutine (see the Linux version).
+func ForTLSHandshake(raw net.Conn) net.Conn { return raw }
+
+// SecuredTLS returns nil: there is no TLS-aware wait on the portable path.
+func SecuredTLS(hs, c net.Conn) net.Conn { return nil }
