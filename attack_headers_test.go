@@ -4,42 +4,81 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leangrpc/leangrpc/internal/h2frame"
 	"github.com/leangrpc/leangrpc/internal/h2test"
 )
 
-// attackHeaderBudget is the most header-block bytes one connection may make
-// the server buffer with the default options before it is refused: the
-// CONTINUATION flood of 2024 sent up to the 16 MiB list limit on many
-// connections at once.
-const attackHeaderBudget = 1 << 20
+// headerBlocksInFlight is the bound on header-block bytes all connections
+// hold together (h2frame's maxHeaderBlockBytes), headerBlockShare what one
+// connection may hold whatever the sum (h2frame's headerBlockShare).
+const (
+	headerBlocksInFlight = 64 << 20
+	headerBlockShare     = 64 << 10
+)
 
 // TestAttackContinuationFlood: HEADERS without END_HEADERS, then
-// CONTINUATION frames that never end the block, on several connections at
-// once (the CONTINUATION flood of 2024). Each must get GOAWAY before it made
-// the server buffer attackHeaderBudget bytes.
+// CONTINUATION frames that never end the block, on many connections at
+// once (the CONTINUATION flood of 2024). Each connection may buffer a block
+// up to its 16 MiB list limit, but the sum over connections is bounded (the
+// server's own count, h2frame.HeaderBlockBytes): the connections that
+// would pass it get GOAWAY ENHANCE_YOUR_CALM.
 func TestAttackContinuationFlood(t *testing.T) {
-	missingDefence(t, "header block bytes counted per connection from the first byte under a default bound below the 16 MiB list limit")
 	tg := attackTarget(t)
-	const conns = 8
+	base := h2frame.HeaderBlockBytes()
+	const conns, each = 16, 6 << 20 // 96 MiB asked for together
 	frag := bytes.Repeat([]byte{'a'}, 16<<10)
+	// A literal with a new name whose length announces more than will
+	// ever come: the block cannot be decoded before its end.
+	b := h2test.AppendFrame(nil, h2frame.TypeHeaders, 0, 1, []byte{0x00, 0x7f, 0xff, 0xff, 0xff, 0x07})
+	for len(b) < each {
+		b = h2test.AppendFrame(b, h2frame.TypeContinuation, 0, 1, frag)
+	}
+	var peers []*h2test.Peer
+	var floods []<-chan int
 	for range conns {
 		p := tg.peer(t)
-		// A literal with a new name whose length announces more than
-		// will ever come: the block cannot be decoded before its end.
-		var b []byte
-		b = append(b, h2test.AppendFrame(nil, h2frame.TypeHeaders, 0, 1, []byte{0x00, 0x7f, 0xff, 0xff, 0xff, 0x07})...)
-		for len(b) < 4*attackHeaderBudget {
-			b = h2test.AppendFrame(b, h2frame.TypeContinuation, 0, 1, frag)
+		peers = append(peers, p)
+		floods = append(floods, flood(p.Conn, b))
+	}
+	for _, f := range floods {
+		<-f
+	}
+	refused := 0
+	for _, p := range peers {
+		// A connection holding its block waits for the rest: nothing
+		// comes. One refused gets its GOAWAY.
+		f, err := p.ReadFrame(100 * time.Millisecond)
+		for err == nil && f.Type != h2frame.TypeGoAway {
+			f, err = p.ReadFrame(100 * time.Millisecond)
 		}
-		done := flood(p.Conn, b)
-		wantGoAway(t, p, h2frame.ErrCodeEnhanceYourCalm)
-		if n := <-done; n > attackHeaderBudget+len(frag)+64 {
-			t.Errorf("the server read %d bytes of one header block before its GOAWAY, want at most %d", n, attackHeaderBudget)
+		if err == nil {
+			if f.ErrCode() != h2frame.ErrCodeEnhanceYourCalm {
+				t.Errorf("GOAWAY %v %q, want ENHANCE_YOUR_CALM", f.ErrCode(), f.DebugData())
+			}
+			refused++
 		}
 	}
+	held := h2frame.HeaderBlockBytes() - base
+	t.Logf("%d connections flooding %d MiB of CONTINUATION each: %d refused, %d MiB of header blocks held", conns, each>>20, refused, held>>20)
+	if max := int64(headerBlocksInFlight + conns*2*headerBlockShare); held > max {
+		t.Errorf("the server holds %d MiB of header blocks, bound %d MiB", held>>20, max>>20)
+	}
+	if want := conns - headerBlocksInFlight/each; refused < want {
+		t.Errorf("%d refused, want at least %d", refused, want)
+	}
 	tg.legit(t)
+	for _, p := range peers {
+		p.Close()
+	}
+	deadline := time.Now().Add(attackWait)
+	for h2frame.HeaderBlockBytes() > base && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if held := h2frame.HeaderBlockBytes() - base; held > 0 {
+		t.Errorf("%d bytes of header blocks still held after the connections closed", held)
+	}
 }
 
 // TestAttackEmptyContinuationFlood: empty CONTINUATION frames add nothing

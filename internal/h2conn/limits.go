@@ -78,7 +78,9 @@ const (
 	// in a row; they cost a dispatch each and carry nothing.
 	maxEmptyDataFrames = 1000
 	// CONTINUATION floods and header bytes are bounded by the frame
-	// layer (h2frame/limits.go) under our SETTINGS_MAX_HEADER_LIST_SIZE.
+	// layer (h2frame/limits.go): per connection under our
+	// SETTINGS_MAX_HEADER_LIST_SIZE, summed over connections by
+	// maxHeaderBlockBytes; what a block decodes to by hpack/limits.go.
 	// initialPeerMaxStreams: what a client assumes of the server's
 	// MAX_CONCURRENT_STREAMS until its SETTINGS arrive (the RFC's
 	// "unlimited" would get a burst of early streams refused).
