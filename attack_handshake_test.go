@@ -33,7 +33,6 @@ func stalledConns(t *testing.T, tg *target, n int) []*h2test.Peer {
 // preface and first SETTINGS are complete. Each is closed once
 // ConnectionTimeout has passed since it was accepted.
 func TestAttackStalledHandshake(t *testing.T) {
-	missingDefence(t, "a deadline on the preface and first SETTINGS (ConnectionTimeout bounds only the credentials handshake)")
 	const timeout = time.Second
 	tg := attackTarget(t, leangrpc.ConnectionTimeout(timeout))
 	for _, p := range stalledConns(t, tg, 16) {
