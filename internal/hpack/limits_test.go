@@ -74,3 +74,18 @@ func TestDecodeBoundKeepsLegitimateBlocks(t *testing.T) {
 		t.Errorf("a 512 KiB entry referenced once under a 1 MiB table: %v", err)
 	}
 }
+
+// BenchmarkDecodeBomb decodes a 4000-byte block referencing a 4000-byte
+// table entry 4000 times under a 16 MiB list limit: the cost of one HPACK
+// bomb block to the decoder alone (the layers above check and copy what it
+// emits).
+func BenchmarkDecodeBomb(b *testing.B) {
+	d := bombTable(&testing.T{})
+	bomb := bytes.Repeat([]byte{0x80 | 62}, 4000)
+	var size uint64
+	emit := func(f HeaderField) { size += uint64(len(f.Value)) }
+	b.SetBytes(int64(len(bomb)))
+	for b.Loop() {
+		d.Decode(bomb, 16<<20, emit)
+	}
+}
