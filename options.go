@@ -153,8 +153,10 @@ func KeepaliveEnforcementPolicy(kep keepalive.EnforcementPolicy) ServerOption {
 	return serverOptionFunc(func(o *serverOptions) { o.kep = kep })
 }
 
-// ConnectionTimeout bounds the credentials handshake of a new connection
-// (default 120s).
+// ConnectionTimeout bounds the credentials handshake of a new connection,
+// and then the wait for the client's preface and first SETTINGS, as in
+// grpc-go (default 10 s; grpc-go's is 120 s, which lets stalled
+// connections stay two minutes each).
 func ConnectionTimeout(d time.Duration) ServerOption {
 	return serverOptionFunc(func(o *serverOptions) { o.connTimeout = d })
 }

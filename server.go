@@ -108,8 +108,12 @@ func NewServer(opts ...ServerOption) *Server {
 		s.h2cfg.ServerKeepaliveTime = 2 * time.Hour // grpc-go's default
 	}
 	if o.connTimeout == 0 {
-		o.connTimeout = 120 * time.Second
+		o.connTimeout = h2conn.DefaultPrefaceTimeout // grpc-go: 120 s (OPTIONS.md)
 	}
+	// As in grpc-go, ConnectionTimeout covers the preface and first
+	// SETTINGS too; the engine's own timer bounds them, from the end of
+	// the credentials handshake.
+	s.h2cfg.PrefaceTimeout = o.connTimeout
 	return s
 }
 

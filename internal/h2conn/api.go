@@ -71,6 +71,10 @@ type Config struct {
 	// SettingsTimeout bounds the wait for the peer's SETTINGS ACK (0:
 	// DefaultSettingsTimeout; negative: no timeout).
 	SettingsTimeout time.Duration
+	// PrefaceTimeout bounds, on a server, the wait for the client's
+	// preface and first SETTINGS frame from the start of Serve (0:
+	// DefaultPrefaceTimeout; negative: no timeout).
+	PrefaceTimeout time.Duration
 	// DisableBDP turns off the window growth from measured bandwidth-delay
 	// product.
 	DisableBDP bool

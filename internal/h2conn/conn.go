@@ -36,9 +36,10 @@ type Conn struct {
 	// set before the reader starts. state holds whether no new streams
 	// are accepted (stateAway: goingAway is or will be closed) and whether
 	// finish ran (stateEnded: done is or will be closed); set under mu,
-	// read without it by IsGoingAway and Ended.
+	// read without it by IsGoingAway and Ended. statePrefaced is set by
+	// the reader, read by the preface timer.
 	notify *connNotify
-	state  atomic.Uint32 // stateAway | stateEnded
+	state  atomic.Uint32 // stateAway | stateEnded | statePrefaced
 
 	// Owned by the run loop (fields are ordered to pack small ones).
 	emptyData  int16        // consecutive empty DATA frames (at most maxEmptyDataFrames+1)
@@ -161,6 +162,9 @@ func (cfg *Config) normalize() {
 	}
 	if cfg.SettingsTimeout == 0 {
 		cfg.SettingsTimeout = DefaultSettingsTimeout
+	}
+	if cfg.PrefaceTimeout == 0 {
+		cfg.PrefaceTimeout = DefaultPrefaceTimeout
 	}
 	if cfg.KeepaliveTimeout == 0 {
 		cfg.KeepaliveTimeout = defaultKeepaliveTimeout
@@ -483,6 +487,7 @@ func (c *Conn) dispatch(f h2frame.Frame) *Error {
 			return connErr(h2frame.ErrCodeProtocol, "first_frame_not_settings")
 		}
 		c.sawSettings = true
+		c.state.Or(statePrefaced)
 		if c.role == RoleClient && !hasSetting(sf, h2frame.SettingMaxConcurrentStreams) {
 			// The server's first SETTINGS leaves the limit out: no limit
 			// (RFC 9113 §6.5.2), as grpc-go's server does by default. The
@@ -934,8 +939,9 @@ func hasSetting(f *h2frame.SettingsFrame, id h2frame.SettingID) bool {
 
 // Bits of Conn.state.
 const (
-	stateAway  = 1 << iota // closeGoingAwayLocked ran
-	stateEnded             // finish ran
+	stateAway     = 1 << iota // closeGoingAwayLocked ran
+	stateEnded                // finish ran
+	statePrefaced             // server: the client's preface and first SETTINGS came
 )
 
 // waitCond is a condition variable like sync.Cond at a third of its size:

@@ -40,6 +40,12 @@ func (c *Conn) startTimersLocked() {
 	if c.cfg.SettingsTimeout > 0 && !c.settingsAcked {
 		c.timers.settings = time.AfterFunc(c.cfg.SettingsTimeout, c.onSettingsTimeout)
 	}
+	if c.role == RoleServer && c.cfg.PrefaceTimeout > 0 && c.state.Load()&statePrefaced == 0 {
+		// Not kept to be stopped: Conn has no room for it (TestConnSize),
+		// and once the preface came it finds statePrefaced and does
+		// nothing.
+		time.AfterFunc(c.cfg.PrefaceTimeout, c.onPrefaceTimeout)
+	}
 	if every, _, _ := c.keepaliveParams(); every > 0 {
 		c.timers.keepalive = afterFuncShared(every, c, c.cfg.inBubble)
 	}
@@ -79,6 +85,14 @@ func (c *Conn) onSettingsTimeout() {
 	c.mu.Unlock()
 	if !acked {
 		c.fail(connErr(h2frame.ErrCodeSettingsTimeout, "settings_ack_timeout"))
+	}
+}
+
+// onPrefaceTimeout ends a server connection whose client did not send its
+// preface and first SETTINGS within PrefaceTimeout (a stalled handshake).
+func (c *Conn) onPrefaceTimeout() {
+	if c.state.Load()&(statePrefaced|stateEnded) == 0 {
+		c.fail(connErr(h2frame.ErrCodeProtocol, "preface_timeout"))
 	}
 }
 

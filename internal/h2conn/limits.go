@@ -33,6 +33,13 @@ const (
 	DefaultMaxHeaderListSize = 16 << 20
 	// DefaultSettingsTimeout bounds the wait for the SETTINGS ACK.
 	DefaultSettingsTimeout = 10 * time.Second
+	// DefaultPrefaceTimeout bounds a server's wait for the client's
+	// preface and first SETTINGS: a connection that stalls before them
+	// (slowloris) is closed. A client sends both at once without waiting
+	// for anything, so 10 s is ample beyond a round trip; grpc-go's
+	// ConnectionTimeout (TLS handshake, preface and first SETTINGS) is
+	// 120 s, which let 512 stalled connections stay for its whole length.
+	DefaultPrefaceTimeout = 10 * time.Second
 	// DefaultWriteBatchBytes: bytes encoded per flush; large enough for one
 	// syscall to carry many frames, small enough that a writer returns to
 	// the control queue often.
@@ -78,7 +85,9 @@ const (
 	// in a row; they cost a dispatch each and carry nothing.
 	maxEmptyDataFrames = 1000
 	// CONTINUATION floods and header bytes are bounded by the frame
-	// layer (h2frame/limits.go) under our SETTINGS_MAX_HEADER_LIST_SIZE.
+	// layer (h2frame/limits.go): per connection under our
+	// SETTINGS_MAX_HEADER_LIST_SIZE, summed over connections by
+	// maxHeaderBlockBytes; what a block decodes to by hpack/limits.go.
 	// initialPeerMaxStreams: what a client assumes of the server's
 	// MAX_CONCURRENT_STREAMS until its SETTINGS arrive (the RFC's
 	// "unlimited" would get a burst of early streams refused).

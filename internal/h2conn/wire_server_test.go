@@ -1076,3 +1076,44 @@ func TestWireRaiseMaxFrameSize(t *testing.T) {
 		}
 	})
 }
+
+// A client that stops before its preface and first SETTINGS are complete
+// (slowloris) is closed once PrefaceTimeout has passed; one that greets in
+// time is not.
+func TestWirePrefaceTimeout(t *testing.T) {
+	settings := h2test.AppendFrame(nil, h2frame.TypeSettings, 0, 0, nil)
+	for name, sent := range map[string]string{
+		"nothing":       "",
+		"half-preface":  h2test.ClientPreface[:10],
+		"half-settings": h2test.ClientPreface + string(settings[:5]),
+		"preface-only":  h2test.ClientPreface,
+	} {
+		t.Run(name, func(t *testing.T) {
+			wireRun(t, func(t *testing.T) {
+				st := newServerTest(t, h2conn.Config{PrefaceTimeout: time.Second, SettingsTimeout: -1}, wireOpts{})
+				start := time.Now()
+				if sent != "" {
+					st.peer.WriteBytes([]byte(sent))
+				}
+				// Not acknowledged: an ACK would be a frame of ours.
+				delete(st.peer.Ignore, h2frame.TypeSettings)
+				st.peer.WantSettings()
+				e := st.wantConnError(h2frame.ErrCodeProtocol)
+				if e != nil && e.Reason != "preface_timeout" {
+					t.Errorf("reason %q, want preface_timeout", e.Reason)
+				}
+				if d := time.Since(start); d < time.Second-early() || d > time.Second+slack() {
+					t.Errorf("closed after %v; want 1s", d)
+				}
+			})
+		})
+	}
+	t.Run("greeted", func(t *testing.T) {
+		wireRun(t, func(t *testing.T) {
+			st := newServerTest(t, h2conn.Config{PrefaceTimeout: time.Second}, wireOpts{})
+			st.greet()
+			time.Sleep(time.Second + early())
+			st.stillUp()
+		})
+	})
+}

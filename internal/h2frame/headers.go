@@ -2,6 +2,7 @@ package h2frame
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 
 	"github.com/leangrpc/leangrpc/internal/hpack"
 )
@@ -90,7 +91,9 @@ func (r *Reader) startBlock(h FrameHeader, frag []byte) (Frame, error) {
 	r.contStream = h.StreamID
 	r.contCount = 0
 	r.blockLen = 0
-	r.appendBlock(frag)
+	if err := r.appendBlock(frag); err != nil {
+		return nil, err
+	}
 	return nil, nil
 }
 
@@ -108,7 +111,9 @@ func (r *Reader) parseContinuation(h FrameHeader, p []byte) (Frame, error) {
 	if r.blockLen+len(p) > capBytes {
 		return nil, ConnError{ErrCodeEnhanceYourCalm, "header_block_too_large"}
 	}
-	r.appendBlock(p)
+	if err := r.appendBlock(p); err != nil {
+		return nil, err
+	}
 	if !h.Flags.Has(FlagEndHeaders) {
 		return nil, nil
 	}
@@ -116,21 +121,39 @@ func (r *Reader) parseContinuation(h FrameHeader, p []byte) (Frame, error) {
 	f, err := r.finishBlock(r.block.Bytes()[:r.blockLen])
 	// The block buffer is not kept between blocks: multi-frame header
 	// blocks are rare and an idle connection should hold nothing.
-	r.block.Free()
-	r.block, r.blockLen = nil, 0
+	r.freeBlock()
 	return f, err
 }
 
 // blockCap is the largest encoded header block accepted (limits.go).
 func (r *Reader) blockCap() int { return int(r.maxList) + headerBlockSlack }
 
+// headerBlockBytes is the memory held, process-wide, by header blocks being
+// reassembled from CONTINUATION frames: the capacity of every Reader's
+// block buffer.
+var headerBlockBytes atomic.Int64
+
+// HeaderBlockBytes returns the memory all Readers hold for header blocks
+// being reassembled, the sum maxHeaderBlockBytes bounds (limits.go).
+func HeaderBlockBytes() int64 { return headerBlockBytes.Load() }
+
 // appendBlock appends a fragment to the header block being reassembled,
-// growing the pooled block buffer by doubling.
-func (r *Reader) appendBlock(p []byte) {
+// growing the pooled block buffer by doubling. Growth past the Reader's
+// share is refused when it would take the process-wide sum past its bound.
+func (r *Reader) appendBlock(p []byte) error {
 	need := r.blockLen + len(p)
 	if r.block == nil || r.block.Cap() < need {
-		nb := r.pool.Get(max(need, 2*r.blockLen, 4096))
+		size := max(need, 2*r.blockLen, 4096)
+		old := 0
+		if r.block != nil {
+			old = r.block.Cap()
+		}
+		if size > headerBlockShare && headerBlockBytes.Load()+int64(size-old) > maxHeaderBlockBytes {
+			return ConnError{ErrCodeEnhanceYourCalm, "header_blocks_in_flight"}
+		}
+		nb := r.pool.Get(size)
 		nb.SetLen(nb.Cap())
+		headerBlockBytes.Add(int64(nb.Cap() - old))
 		if r.block != nil {
 			copy(nb.Bytes(), r.block.Bytes()[:r.blockLen])
 			r.block.Free()
@@ -142,6 +165,18 @@ func (r *Reader) appendBlock(p []byte) {
 	}
 	copy(r.block.Bytes()[r.blockLen:], p)
 	r.blockLen = need
+	return nil
+}
+
+// freeBlock frees the block buffer, if any, and takes it off the
+// process-wide sum.
+func (r *Reader) freeBlock() {
+	if r.block != nil {
+		headerBlockBytes.Add(-int64(r.block.Cap()))
+		r.block.Free()
+		r.block = nil
+	}
+	r.blockLen = 0
 }
 
 // finishBlock decodes a complete header block and returns the frame it

@@ -235,10 +235,7 @@ func (r *Reader) Close() {
 			r.tmp.Free()
 			r.tmp = nil
 		}
-		if r.block != nil {
-			r.block.Free()
-			r.block = nil
-		}
+		r.freeBlock()
 	}
 	if r.err == nil {
 		r.err = errReaderClosed
@@ -280,10 +277,7 @@ func (r *Reader) fail(err error) error {
 	r.err = err
 	if r.frames != nil {
 		r.dropReadBuffer()
-		if r.block != nil {
-			r.block.Free()
-			r.block = nil
-		}
+		r.freeBlock()
 	}
 	r.contStream = 0
 	return err

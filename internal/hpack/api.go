@@ -3,7 +3,8 @@
 //
 // Files: static.go (Appendix A and its lookup), table.go (the dynamic table
 // as a ring buffer), huffman.go (Appendix B: code lengths, a 4-bit-step
-// decoding automaton), intern.go (the gRPC vocabulary), decode.go, encode.go.
+// decoding automaton), intern.go (the gRPC vocabulary), decode.go, encode.go,
+// limits.go (the bound on decoding work).
 //
 // Allocation model. Decoding a field found in a table allocates nothing: the
 // emitted strings are the static table's or the dynamic table's own. A
@@ -28,7 +29,8 @@ type HeaderField struct {
 func (f HeaderField) Size() uint32 { return uint32(len(f.Name) + len(f.Value) + 32) }
 
 // ErrListTooLarge is returned by Decoder.Decode when the decoded header list
-// exceeds the limit it was given. The block was still decoded to the end, so
+// exceeds the limit it was given, or the bound limits.go sets on its size
+// relative to the block's (an "HPACK bomb"). The block was still decoded to the end, so
 // the dynamic table is in sync and the connection can go on; the fields past
 // the limit were not emitted.
 var ErrListTooLarge = errors.New("hpack: header list larger than the limit")

@@ -197,8 +197,9 @@ func (d *Decoder) makeStrings(nameB, valB []byte) (string, string) {
 // Decode decodes one complete header block, calling emit for each field in
 // order. The strings in the fields are stable (interned or newly allocated)
 // and may be kept. When the decoded list size passes maxListSize (0 means no
-// limit) the rest of the block is still decoded but not emitted and Decode
-// returns ErrListTooLarge. A malformed block returns a *DecodingError.
+// limit) or the bound on its size relative to the block's (limits.go), the
+// rest of the block is still decoded but not emitted and Decode returns
+// ErrListTooLarge. A malformed block returns a *DecodingError.
 //
 // Decode borrows block until return. A field past the limit is never turned
 // into strings unless the dynamic table must store it, so the memory held
@@ -236,6 +237,10 @@ const maxKeptScratch = 4096
 
 func (d *Decoder) decode(block []byte, maxListSize uint32, emit func(HeaderField)) error {
 	p := block
+	limit := d.listBudget(len(block))
+	if maxListSize != 0 && uint64(maxListSize) < limit {
+		limit = uint64(maxListSize)
+	}
 	var listSize uint64
 	over := false
 	atStart := true
@@ -283,7 +288,7 @@ func (d *Decoder) decode(block []byte, maxListSize uint32, emit func(HeaderField
 			}
 			p = rest
 			listSize += uint64(f.Size())
-			if maxListSize != 0 && listSize > uint64(maxListSize) {
+			if listSize > limit {
 				over = true
 			}
 			if !over {
@@ -336,7 +341,7 @@ func (d *Decoder) decode(block []byte, maxListSize uint32, emit func(HeaderField
 		}
 		size := uint64(nameLen + len(valB) + entryOverhead)
 		listSize += size
-		if maxListSize != 0 && listSize > uint64(maxListSize) {
+		if listSize > limit {
 			over = true
 		}
 		store := indexing && size <= uint64(d.table.maxSize)

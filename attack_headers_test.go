@@ -1,0 +1,192 @@
+package leangrpc_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/h2test"
+)
+
+// headerBlocksInFlight is the bound on header-block bytes all connections
+// hold together (h2frame's maxHeaderBlockBytes), headerBlockShare what one
+// connection may hold whatever the sum (h2frame's headerBlockShare).
+const (
+	headerBlocksInFlight = 64 << 20
+	headerBlockShare     = 64 << 10
+)
+
+// TestAttackContinuationFlood: HEADERS without END_HEADERS, then
+// CONTINUATION frames that never end the block, on many connections at
+// once (the CONTINUATION flood of 2024). Each connection may buffer a block
+// up to its 16 MiB list limit, but the sum over connections is bounded (the
+// server's own count, h2frame.HeaderBlockBytes): the connections that
+// would pass it get GOAWAY ENHANCE_YOUR_CALM.
+func TestAttackContinuationFlood(t *testing.T) {
+	tg := attackTarget(t)
+	base := h2frame.HeaderBlockBytes()
+	const conns, each = 16, 6 << 20 // 96 MiB asked for together
+	frag := bytes.Repeat([]byte{'a'}, 16<<10)
+	// A literal with a new name whose length announces more than will
+	// ever come: the block cannot be decoded before its end.
+	b := h2test.AppendFrame(nil, h2frame.TypeHeaders, 0, 1, []byte{0x00, 0x7f, 0xff, 0xff, 0xff, 0x07})
+	for len(b) < each {
+		b = h2test.AppendFrame(b, h2frame.TypeContinuation, 0, 1, frag)
+	}
+	var peers []*h2test.Peer
+	var floods []<-chan int
+	for range conns {
+		p := tg.peer(t)
+		peers = append(peers, p)
+		floods = append(floods, flood(p.Conn, b))
+	}
+	for _, f := range floods {
+		<-f
+	}
+	refused := 0
+	for _, p := range peers {
+		// A connection holding its block waits for the rest: nothing
+		// comes. One refused gets its GOAWAY (the wait is generous for
+		// a loaded machine; only the connections held pay it).
+		f, err := p.ReadFrame(500 * time.Millisecond)
+		for err == nil && f.Type != h2frame.TypeGoAway {
+			f, err = p.ReadFrame(500 * time.Millisecond)
+		}
+		if err == nil {
+			if f.ErrCode() != h2frame.ErrCodeEnhanceYourCalm {
+				t.Errorf("GOAWAY %v %q, want ENHANCE_YOUR_CALM", f.ErrCode(), f.DebugData())
+			}
+			refused++
+		}
+	}
+	held := h2frame.HeaderBlockBytes() - base
+	t.Logf("%d connections flooding %d MiB of CONTINUATION each: %d refused, %d MiB of header blocks held", conns, each>>20, refused, held>>20)
+	if max := int64(headerBlocksInFlight + conns*2*headerBlockShare); held > max {
+		t.Errorf("the server holds %d MiB of header blocks, bound %d MiB", held>>20, max>>20)
+	}
+	if want := conns - headerBlocksInFlight/each; refused < want {
+		t.Errorf("%d refused, want at least %d", refused, want)
+	}
+	tg.legit(t)
+	for _, p := range peers {
+		p.Close()
+	}
+	deadline := time.Now().Add(attackWait)
+	for h2frame.HeaderBlockBytes() > base && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if held := h2frame.HeaderBlockBytes() - base; held > 0 {
+		t.Errorf("%d bytes of header blocks still held after the connections closed", held)
+	}
+}
+
+// TestAttackEmptyContinuationFlood: empty CONTINUATION frames add nothing
+// and cost a frame parse each; their count is bounded.
+func TestAttackEmptyContinuationFlood(t *testing.T) {
+	tg := attackTarget(t)
+	p := tg.peer(t)
+	b := h2test.AppendFrame(nil, h2frame.TypeHeaders, 0, 1, []byte{0x82})
+	for range 100_000 {
+		b = h2test.AppendFrame(b, h2frame.TypeContinuation, 0, 1, nil)
+	}
+	done := flood(p.Conn, b)
+	wantGoAway(t, p, h2frame.ErrCodeEnhanceYourCalm)
+	<-done
+	tg.legit(t)
+}
+
+// bombEntry is the value the HPACK bomb inserts into the server's dynamic
+// table: it fills the default 4096-byte table alone.
+var bombEntry = strings.Repeat("b", 4000)
+
+// insertBombEntry sends a complete UnaryCall on stream id whose header
+// block inserts x-bomb: bombEntry into the dynamic table (literal with
+// incremental indexing, §6.2.1: index 62 from then on), and reads its
+// answer.
+func insertBombEntry(t *testing.T, p *h2test.Peer, id uint32) {
+	t.Helper()
+	block := h2test.EncodeHeaders(h2test.Fields(request(unaryPath)...)...)
+	block = append(block, 0x40)
+	block = appendLiteral(block, "x-bomb")
+	block = appendLiteral(block, bombEntry)
+	p.WriteHeadersBlock(id, h2frame.FlagEndHeaders, block)
+	p.WriteData(id, true, unaryRequest(1))
+	if h := p.WantHeaders(id); h.Get(":status") != "200" {
+		t.Fatalf("the request inserting the entry: status %q", h.Get(":status"))
+	}
+	p.WantBodyTrailers(id, true)
+}
+
+// appendLiteral appends s as an HPACK string literal without Huffman
+// coding.
+func appendLiteral(b []byte, s string) []byte {
+	n := len(s)
+	if n < 127 {
+		return append(append(b, byte(n)), s...)
+	}
+	b = append(b, 0x7f)
+	n -= 127
+	for n >= 128 {
+		b = append(b, byte(n%128+128))
+		n /= 128
+	}
+	return append(append(b, byte(n)), s...)
+}
+
+// TestAttackHPACKBomb: a header block of a few KiB that references a
+// 4000-byte dynamic table entry thousands of times decodes to ~16 MB, just
+// under the default list limit. Decoding must stop at a size proportional to
+// the block's own (the list is refused as too large: 431 and the stream
+// reset, as for a list over the limit) while the connection, whose HPACK
+// state stays in sync, goes on serving requests that reference the entry
+// once.
+func TestAttackHPACKBomb(t *testing.T) {
+	tg := attackTarget(t)
+	p := tg.peer(t)
+	insertBombEntry(t, p, 1)
+	const refs = 4000 // 4000 × 4038 bytes of list: ~16 MB
+	for i := range 3 {
+		id := uint32(3 + 4*i)
+		block := h2test.EncodeHeaders(h2test.Fields(request(unaryPath)...)...)
+		block = append(block, bytes.Repeat([]byte{0x80 | 62}, refs)...)
+		p.WriteHeadersBlock(id, h2frame.FlagEndHeaders, block)
+		if h := p.WantHeaders(id); h.Get(":status") != "431" {
+			t.Fatalf("a %d-byte block referencing a %d-byte entry %d times: status %q, want 431", len(block), len(bombEntry), refs, h.Get(":status"))
+		}
+		p.WantRST(id, h2frame.ErrCodeNo)
+		// The entry referenced once is what legitimate encoders do.
+		legit := uint32(5 + 4*i)
+		block = h2test.EncodeHeaders(h2test.Fields(request(unaryPath)...)...)
+		block = append(block, 0x80|62)
+		p.WriteHeadersBlock(legit, h2frame.FlagEndHeaders, block)
+		p.WriteData(legit, true, unaryRequest(1))
+		if h := p.WantHeaders(legit); h.Get(":status") != "200" {
+			t.Fatalf("a request referencing the entry once: status %q", h.Get(":status"))
+		}
+		p.WantBodyTrailers(legit, true)
+	}
+	tg.legit(t)
+}
+
+// TestAttackZeroLengthHeaders: CVE-2019-9516, a header block of thousands
+// of fields with empty names and values. The request is malformed
+// (RFC 9113 §8.2.1): its stream is reset with PROTOCOL_ERROR and nothing of
+// it is kept; the connection goes on.
+func TestAttackZeroLengthHeaders(t *testing.T) {
+	tg := attackTarget(t)
+	p := tg.peer(t)
+	before := heapInUse()
+	for i := range 20 {
+		id := uint32(1 + 2*i)
+		block := h2test.EncodeHeaders(h2test.Fields(request(unaryPath)...)...)
+		block = append(block, bytes.Repeat([]byte{0x00, 0x00, 0x00}, 5000)...)
+		p.WriteHeadersBlock(id, h2frame.FlagEndHeaders, block)
+		p.WantRST(id, h2frame.ErrCodeProtocol)
+	}
+	if grown := heapInUse() - before; grown > 1<<20 {
+		t.Errorf("20 blocks of 5000 empty fields left %d KiB more heap in use", grown>>10)
+	}
+	tg.legit(t)
+}
