@@ -148,12 +148,20 @@ func (r *Reader) appendBlock(p []byte) error {
 		if r.block != nil {
 			old = r.block.Cap()
 		}
-		if size > headerBlockShare && headerBlockBytes.Load()+int64(size-old) > maxHeaderBlockBytes {
-			return ConnError{ErrCodeEnhanceYourCalm, "header_blocks_in_flight"}
+		// Reserve the growth before taking the buffer, so that readers
+		// growing at once cannot all pass the check on the same sum.
+		for {
+			cur := headerBlockBytes.Load()
+			if size > headerBlockShare && cur+int64(size-old) > maxHeaderBlockBytes {
+				return ConnError{ErrCodeEnhanceYourCalm, "header_blocks_in_flight"}
+			}
+			if headerBlockBytes.CompareAndSwap(cur, cur+int64(size-old)) {
+				break
+			}
 		}
 		nb := r.pool.Get(size)
 		nb.SetLen(nb.Cap())
-		headerBlockBytes.Add(int64(nb.Cap() - old))
+		headerBlockBytes.Add(int64(nb.Cap() - size))
 		if r.block != nil {
 			copy(nb.Bytes(), r.block.Bytes()[:r.blockLen])
 			r.block.Free()
