@@ -399,9 +399,7 @@ func (cc *ClientConn) invokeOnce(ctx context.Context, method string, args, reply
 		return err
 	}
 	err = invokeStream(cs, nil, args, reply, nil)
-	if p.done != nil {
-		p.done(doneInfo(cs, err))
-	}
+	p.ended(cs, err)
 	ci.after(cs, p.peer)
 	cs.Release() // after ci.after: the stream object goes back to the connection
 	return err
@@ -418,9 +416,7 @@ func (cc *ClientConn) invokeOnceStats(ctx context.Context, method string, args, 
 	if res != nil {
 		res.observe(cs)
 	}
-	if p.done != nil {
-		p.done(doneInfo(cs, err))
-	}
+	p.ended(cs, err)
 	cst.end(err, cs.Trailer())
 	ci.after(cs, p.peer)
 	cs.Release()
@@ -469,6 +465,14 @@ func invokeStream(cs *grpcwire.ClientStream, cst *clientCallStats, args, reply a
 		return nil
 	}
 	return err
+}
+
+// ended tells the balancer that the call on cs ended with err, when it
+// asked to hear it.
+func (p *picked) ended(cs *grpcwire.ClientStream, err error) {
+	if p.done != nil {
+		p.done(doneInfo(cs, err))
+	}
 }
 
 // doneInfo is what a balancer hears of a call it placed when it ends.

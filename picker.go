@@ -35,9 +35,6 @@ type picked struct {
 	blocked bool                    // the call waited for a picker
 }
 
-// errPickerClosing is the status of a call on a closed ClientConn.
-var errPickerClosing = errConnClosing
-
 // pick returns a ready connection for a call of method, waiting for the
 // balancer as grpc-go does: a picker that has no SubConn ready
 // (balancer.ErrNoSubConnAvailable) makes the call wait for the next one; a
@@ -52,7 +49,7 @@ func (cc *ClientConn) pick(ctx context.Context, method string, waitForReady bool
 		g := cc.pickers.Load()
 		switch {
 		case g.closed:
-			return picked{}, errPickerClosing
+			return picked{}, errConnClosing
 		case g.idle:
 			cc.exitIdle()
 			continue

@@ -157,9 +157,7 @@ func (cc *ClientConn) invokeAttempt(ctx context.Context, method string, args, re
 	}
 	err = invokeStream(cs, nil, args, reply, res)
 	res.observe(cs)
-	if p.done != nil {
-		p.done(doneInfo(cs, err))
-	}
+	p.ended(cs, err)
 	ci.after(cs, p.peer)
 	cs.Release()
 	return err
