@@ -253,10 +253,17 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	s.conns[conn] = struct{}{}
 	s.mu.Unlock()
-	if s.stats != nil {
-		sc.beginConnStats(s.stats)
-	}
 	conn.ServeAsync(nil) // sc.ConnEnded runs at the end
+}
+
+// ConnGreeted is the engine's h2conn.GreetHandler hook: the client's
+// preface and SETTINGS came. Stats handlers hear of the connection from
+// here, as from grpc-go's server, whose transport reads both before it
+// reports ConnBegin; a connection that never greets is never reported.
+func (sc *serverConn) ConnGreeted(*h2conn.Conn) {
+	if sh := sc.srv.stats; sh != nil {
+		sc.beginConnStats(sh)
+	}
 }
 
 // ConnEnded is the engine's end hook for the connection (h2conn.EndHandler:

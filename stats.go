@@ -19,9 +19,7 @@ import (
 // fields grpc-go v1.85 gives them. Without a handler the server and client
 // hold a nil stats.Handler and every report site is one nil check.
 //
-// Where leangrpc differs: InHeader's and InTrailer's WireLength (the size
-// of the header block as read, which grpc-go's reader knows) is left zero,
-// since the engine does not keep it; the client reports InHeader and
+// Where leangrpc differs: the client reports InHeader and
 // InTrailer when the caller takes the headers and trailers in, not when
 // they arrive (grpc-go's reader goroutine reports them as frames come, so
 // their place among the caller's events is a race there); and
@@ -145,6 +143,7 @@ func tagServerCall(sh stats.Handler, ctx context.Context, ss *grpcwire.ServerStr
 		RemoteAddr:  remote,
 		LocalAddr:   local,
 		Compression: ss.Req.Encoding,
+		WireLength:  ss.RequestWireLength(),
 		Header:      ss.IncomingMD().Copy(), // grpc-go's is a copy too
 	})
 	return &serverCallStats{sh: sh, ctx: ctx}

@@ -101,13 +101,13 @@ func (c *clientCallStats) recvMsg(cs *grpcwire.ClientStream, m any) error {
 }
 
 // ResponseHeader is grpcwire.ResponseObserver's: the response headers.
-func (c *clientCallStats) ResponseHeader(md metadata.MD, encoding string) {
-	c.sh.HandleRPC(c.ctx, &stats.InHeader{Client: true, Header: md.Copy(), Compression: encoding})
+func (c *clientCallStats) ResponseHeader(md metadata.MD, encoding string, wireLength int) {
+	c.sh.HandleRPC(c.ctx, &stats.InHeader{Client: true, Header: md.Copy(), Compression: encoding, WireLength: wireLength})
 }
 
 // ResponseTrailer is grpcwire.ResponseObserver's: the trailers.
-func (c *clientCallStats) ResponseTrailer(md metadata.MD) {
-	c.sh.HandleRPC(c.ctx, &stats.InTrailer{Client: true, Trailer: md.Copy()})
+func (c *clientCallStats) ResponseTrailer(md metadata.MD, wireLength int) {
+	c.sh.HandleRPC(c.ctx, &stats.InTrailer{Client: true, Trailer: md.Copy(), WireLength: wireLength})
 }
 
 // end reports the attempt's end once, with the call's result (nil for

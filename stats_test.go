@@ -143,8 +143,10 @@ func describeRPCStats(s stats.RPCStats) string {
 		return fmt.Sprintf("Begin client=%v failfast=%v cs=%v ss=%v retry=%v time=%v",
 			s.Client, s.FailFast, s.IsClientStream, s.IsServerStream, s.IsTransparentRetryAttempt, !s.BeginTime.IsZero())
 	case *stats.InHeader:
-		return fmt.Sprintf("InHeader client=%v method=%s comp=%q addrs=%v/%v hdr=%s",
-			s.Client, s.FullMethod, s.Compression, s.RemoteAddr != nil, s.LocalAddr != nil, mdString(s.Header))
+		// The wire lengths differ with each stack's HPACK encoding; both
+		// must report one.
+		return fmt.Sprintf("InHeader client=%v method=%s comp=%q addrs=%v/%v wire=%v hdr=%s",
+			s.Client, s.FullMethod, s.Compression, s.RemoteAddr != nil, s.LocalAddr != nil, s.WireLength > 0, mdString(s.Header))
 	case *stats.OutHeader:
 		return fmt.Sprintf("OutHeader client=%v method=%s comp=%q addrs=%v/%v authority=%v hdr=%s",
 			s.Client, s.FullMethod, s.Compression, s.RemoteAddr != nil, s.LocalAddr != nil, s.Authority != "", mdString(s.Header))
@@ -155,7 +157,7 @@ func describeRPCStats(s stats.RPCStats) string {
 		return fmt.Sprintf("OutPayload client=%v len=%d comp=%d wire=%d payload=%T time=%v",
 			s.Client, s.Length, s.CompressedLength, s.WireLength, s.Payload, !s.SentTime.IsZero())
 	case *stats.InTrailer:
-		return fmt.Sprintf("InTrailer client=%v trailer=%s", s.Client, mdString(s.Trailer))
+		return fmt.Sprintf("InTrailer client=%v wire=%v trailer=%s", s.Client, s.WireLength > 0, mdString(s.Trailer))
 	case *stats.OutTrailer:
 		return fmt.Sprintf("OutTrailer client=%v trailer=%s", s.Client, mdString(s.Trailer))
 	case *stats.End:
@@ -902,4 +904,48 @@ func (h *orderHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
 }
 func (h *orderHandler) HandleConn(ctx context.Context, s stats.ConnStats) {
 	h.record(ctx, fmt.Sprintf("%T client=%v", s, s.IsClient()))
+}
+
+// TestStatsConnBeginAfterGreeting: a server reports a connection to its
+// stats handlers once the client's preface and SETTINGS came, as grpc-go's
+// does: a connection that closes before greeting (a port probe) and one
+// that sends half a preface are never reported; a real client's is, with
+// ConnBegin and ConnEnd.
+func TestStatsConnBeginAfterGreeting(t *testing.T) {
+	for _, lean := range []bool{true, false} {
+		name := map[bool]string{true: "leangrpc", false: "grpc-go"}[lean]
+		t.Run(name, func(t *testing.T) {
+			rec := &statsRecorder{}
+			addr, stop := startStatsEchoServer(t, lean, rec)
+			probe, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			probe.Close()
+			half, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			half.Write([]byte("PRI * HTTP/2.0\r\n"))
+			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := testgrpc.NewTestServiceClient(cc).UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+				t.Fatalf("UnaryCall: %v", err)
+			}
+			cc.Close()
+			waitFor(t, "the client's connection to end", func() bool {
+				_, conns := rec.snapshot()
+				return connsEnded(conns, 1)
+			})
+			half.Close()
+			stop()
+			_, conns := rec.snapshot()
+			want := []string{"TagConn addrs=true/true", "ConnBegin client=false", "ConnEnd client=false"}
+			if len(conns) != 1 || !slices.Equal(conns[0], want) {
+				t.Errorf("connection events %q, want one connection with %q", conns, want)
+			}
+		})
+	}
 }

@@ -49,11 +49,12 @@ type ClientConfig struct {
 // Recv call) and must not call back into the stream.
 type ResponseObserver interface {
 	// ResponseHeader reports the response headers' metadata and message
-	// encoding; not called for a Trailers-Only response.
-	ResponseHeader(md metadata.MD, encoding string)
+	// encoding, and the payload length of the HEADERS frame that carried
+	// them; not called for a Trailers-Only response.
+	ResponseHeader(md metadata.MD, encoding string, wireLength int)
 	// ResponseTrailer reports the trailers' metadata, or a Trailers-Only
-	// response's.
-	ResponseTrailer(md metadata.MD)
+	// response's, with its HEADERS frame's payload length.
+	ResponseTrailer(md metadata.MD, wireLength int)
 }
 
 // ClientStream is the gRPC client side of one HTTP/2 stream. SendMsg and
@@ -283,7 +284,7 @@ func (s *ClientStream) waitHeaders() {
 		if r.Status != nil {
 			s.setTrailer(r.MD)
 			if s.obs != nil && !r.Reset {
-				s.obs.ResponseTrailer(r.MD)
+				s.obs.ResponseTrailer(r.MD, s.st.TrailersWireLength())
 			}
 			s.hdrErr = statusResult(r.Status)
 			return
@@ -295,7 +296,7 @@ func (s *ClientStream) waitHeaders() {
 			s.parser.SetEncoding(r.Encoding)
 		}
 		if s.obs != nil {
-			s.obs.ResponseHeader(r.MD, r.Encoding)
+			s.obs.ResponseHeader(r.MD, r.Encoding, s.st.HeadersWireLength())
 		}
 		return
 	}
@@ -376,7 +377,7 @@ func (s *ClientStream) Recv() (Message, error) {
 			r := parseResponse(tr, false, true, s.noMD)
 			s.setTrailer(r.MD)
 			if s.obs != nil {
-				s.obs.ResponseTrailer(r.MD)
+				s.obs.ResponseTrailer(r.MD, s.st.TrailersWireLength())
 			}
 			return Message{}, s.end(statusResult(r.Status))
 		}

@@ -203,6 +203,10 @@ func (s *ServerStream) StreamReset(error) { s.Ctx.cancel(context.Canceled) }
 // values. Call it before s is shared with another goroutine.
 func (s *ServerStream) SetContext(ctx context.Context) { s.ctx = ctx }
 
+// RequestWireLength is the payload length of the HEADERS frame that
+// opened the call (stats.InHeader's WireLength).
+func (s *ServerStream) RequestWireLength() int { return s.st.HeadersWireLength() }
+
 // IncomingMD returns the request's metadata as grpc-go shows handlers
 // (custom fields, plus :authority, user-agent, content-type and
 // grpc-accept-encoding); the map is built on the first call, from the

@@ -139,6 +139,16 @@ type EndHandler interface {
 	ConnEnded(c *Conn)
 }
 
+// GreetHandler is a server's Handler that hears when the client has
+// greeted: its preface and first SETTINGS arrived. ConnGreeted runs once, on
+// the reading goroutine, before any HandleStream; a connection that never
+// greets (a port probe, a stalled handshake) never calls it. grpc-go's
+// server begins a connection's stats at that point, not at accept.
+type GreetHandler interface {
+	Handler
+	ConnGreeted(c *Conn)
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(s *Stream)
 

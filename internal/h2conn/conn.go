@@ -488,6 +488,9 @@ func (c *Conn) dispatch(f h2frame.Frame) *Error {
 		}
 		c.sawSettings = true
 		c.state.Or(statePrefaced)
+		if gh, ok := c.handler.(GreetHandler); ok && c.role == RoleServer {
+			gh.ConnGreeted(c)
+		}
 		if c.role == RoleClient && !hasSetting(sf, h2frame.SettingMaxConcurrentStreams) {
 			// The server's first SETTINGS leaves the limit out: no limit
 			// (RFC 9113 §6.5.2), as grpc-go's server does by default. The

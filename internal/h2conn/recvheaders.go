@@ -71,6 +71,7 @@ func (c *Conn) onHeaders(f *h2frame.HeadersFrame) *Error {
 	}
 	s := c.newStreamLocked(id, false)
 	s.hdrs = append(s.hdrs[:0], f.Fields...)
+	s.hdrsWire = f.Length
 	s.contentLength = clen
 	s.recvEOF = end
 	st, _ := stateIdle.recvHeaders(end)
@@ -112,6 +113,7 @@ func (c *Conn) onStreamHeadersLocked(s *Stream, f *h2frame.HeadersFrame) *Error 
 			return nil // 1xx: skipped
 		}
 		s.hdrs = append(s.hdrs[:0], f.Fields...)
+		s.hdrsWire = f.Length
 		s.gotHeaders = true
 		s.contentLength = clen
 		if end {
@@ -119,6 +121,7 @@ func (c *Conn) onStreamHeadersLocked(s *Stream, f *h2frame.HeadersFrame) *Error 
 				return reset(h2frame.ErrCodeProtocol, "content_length_mismatch")
 			}
 			s.trls = s.hdrs
+			s.trlsWire = f.Length
 			s.trailersOnly = true
 			s.recvEOF = true
 		}
@@ -135,6 +138,7 @@ func (c *Conn) onStreamHeadersLocked(s *Stream, f *h2frame.HeadersFrame) *Error 
 			return reset(h2frame.ErrCodeProtocol, "content_length_mismatch")
 		}
 		s.trls = append(s.trls[:0], f.Fields...)
+		s.trlsWire = f.Length
 		s.recvEOF = true
 		// No DATA lands after the trailers: the registration's reference
 		// goes now, as after a DATA frame with END_STREAM, not with a

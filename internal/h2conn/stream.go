@@ -81,6 +81,10 @@ type Stream struct {
 
 	hdrs []hpack.HeaderField // request (server) or response (client) headers
 	trls []hpack.HeaderField
+	// The payload lengths of the HEADERS frames that carried hdrs and trls
+	// (CONTINUATIONs not counted), what grpc-go's stats handlers get as
+	// InHeader's and InTrailer's WireLength.
+	hdrsWire, trlsWire uint32
 
 	contentLength int64 // -1: none declared
 	recvBytes     int64
@@ -534,6 +538,28 @@ func (s *Stream) Headers() []hpack.HeaderField {
 		return nil
 	}
 	return s.hdrs
+}
+
+// HeadersWireLength is the payload length of the HEADERS frame that carried
+// the list Headers or RecvHeaders returned (without its CONTINUATIONs, as
+// grpc-go reports it); zero before that list arrived.
+func (s *Stream) HeadersWireLength() int {
+	c := s.conn
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int(s.hdrsWire)
+}
+
+// TrailersWireLength is HeadersWireLength for the trailers; for a
+// Trailers-Only response it is the length of the one HEADERS frame.
+func (s *Stream) TrailersWireLength() int {
+	if s.eofSeen.Load() {
+		return int(s.trlsWire)
+	}
+	c := s.conn
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int(s.trlsWire)
 }
 
 // Trailers returns the trailing header list after Recv returned io.EOF, or

@@ -59,9 +59,11 @@ func TestWireClientRoundTrip(t *testing.T) {
 		if body := p.WantBody(1, true); string(body) != "req" {
 			t.Fatalf("request body %q", body)
 		}
-		p.WriteHeaders(1, false, ":status", "200", "content-type", "application/grpc")
+		hblock := h2test.EncodeHeaders(h2test.Fields(":status", "200", "content-type", "application/grpc")...)
+		tblock := h2test.EncodeHeaders(h2test.Fields("grpc-status", "0")...)
+		p.WriteHeadersBlock(1, h2frame.FlagEndHeaders, hblock)
 		p.WriteData(1, false, []byte("resp"))
-		p.WriteHeaders(1, true, "grpc-status", "0")
+		p.WriteHeadersBlock(1, h2frame.FlagEndHeaders|h2frame.FlagEndStream, tblock)
 		fields, end, err := s.RecvHeaders()
 		if err != nil || end {
 			t.Fatalf("RecvHeaders: %v end=%v", err, end)
@@ -75,6 +77,9 @@ func TestWireClientRoundTrip(t *testing.T) {
 		}
 		if v, _ := h2test.Header(s.Trailers(), "grpc-status"); v != "0" {
 			t.Fatalf("trailers:\n%s", h2test.FormatFields(s.Trailers()))
+		}
+		if h, tr := s.HeadersWireLength(), s.TrailersWireLength(); h != len(hblock) || tr != len(tblock) {
+			t.Errorf("wire lengths: headers %d, trailers %d; want %d, %d", h, tr, len(hblock), len(tblock))
 		}
 		select {
 		case <-s.Done():

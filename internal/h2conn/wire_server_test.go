@@ -638,6 +638,10 @@ func TestWireContinuationReassembly(t *testing.T) {
 		if v, _ := h2test.Header(s.Headers(), ":path"); v != "/split" {
 			t.Fatalf("headers:\n%s", h2test.FormatFields(s.Headers()))
 		}
+		// grpc-go's stats count the HEADERS frame's payload only.
+		if got := s.HeadersWireLength(); got != 1 {
+			t.Errorf("HeadersWireLength = %d after a 1-byte HEADERS and CONTINUATIONs, want 1", got)
+		}
 	})
 }
 
