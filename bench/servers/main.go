@@ -16,6 +16,7 @@
 //
 //	go run ./bench/servers                 # 3 rounds, all three servers
 //	go run ./bench/servers -rounds 1 -servers leangrpc,grpc-go
+//	go run ./bench/servers -attacks all -servers leangrpc,grpc-go
 //
 // It needs Linux (/proc), h2load (Debian: nghttp2-client) and, for tonic,
 // cargo and protoc (Debian: protobuf-compiler). See README.md.
@@ -62,6 +63,12 @@ type options struct {
 	cpuProfile string // a file for an extra leangrpc run with a CPU profile
 	strace     bool   // an extra run per server under strace -c
 	allocs     bool   // an extra run per server counting allocations
+	// attacks, when not empty, replaces the load runs: each server under
+	// each attack for attackDuration.
+	attacks        []attack
+	attackDuration time.Duration
+	// attacker, when set, makes this process the attacking one (attacker.go).
+	attacker, attackAddr string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -84,7 +91,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "After the rounds, profile one more leangrpc run into this file")
 	fs.BoolVar(&o.strace, "strace", false, "After the rounds, count syscalls per request of each server with strace -c -f")
 	fs.BoolVar(&o.allocs, "allocs", false, "After the rounds, count allocations per request of each server (tonic: needs perf and libc uprobes, see README)")
+	attacker := fs.String(attackerFlag, "", "Internal: be the attacking process of -attacks for this attack")
+	attackAddr := fs.String("attack_addr", "", "Internal: the attacking process's target")
+	attackList := fs.String("attacks", "", "Instead of the load runs, attack each server: a comma-separated list of "+strings.Join(attackNames(), ", ")+", or all")
+	fs.DurationVar(&o.attackDuration, "attack_duration", 10*time.Second, "How long each attack lasts")
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if *attacker != "" {
+		o.attacker, o.attackAddr = *attacker, *attackAddr
+		return o, nil
+	}
+	if err := parseAttacks(&o, *attackList); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
@@ -126,6 +144,30 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
+// parseAttacks fills o.attacks from -attacks.
+func parseAttacks(o *options, list string) error {
+	if list == "" {
+		return nil
+	}
+	if o.attackDuration < time.Second {
+		return errors.New("-attack_duration must be at least 1s")
+	}
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		found := false
+		for _, a := range allAttacks {
+			if n == a.name || n == "all" {
+				o.attacks = append(o.attacks, a)
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("unknown attack %q; attacks: %s, all", n, strings.Join(attackNames(), ", "))
+		}
+	}
+	return nil
+}
+
 func isServer(s string) bool {
 	for _, a := range allServers {
 		if s == a {
@@ -143,6 +185,13 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "servers:", err)
 		os.Exit(2)
+	}
+	if o.attacker != "" {
+		if err := runAttacker(o.attacker, o.attackAddr, o.attackDuration, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "servers:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -167,6 +216,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	bins, err := buildServers(ctx, o, root, out)
 	if err != nil {
 		return err
+	}
+	if len(o.attacks) > 0 {
+		return runAttacks(ctx, o, bins, out)
 	}
 	body := filepath.Join(o.binDir, "unary-request.bin")
 	if err := os.WriteFile(body, unaryRequestFrame(o.payload), 0o644); err != nil {
