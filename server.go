@@ -437,12 +437,47 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 		r.ss.SetContext(r)
 	}
 	s.handlers.Add(1)
-	if r.info, r.unary = s.unaryMethod(req.Method); r.unary != nil && st.RunInline(r) {
-		// The reader runs the handler itself once the request is in,
-		// if the call is the connection's only one (h2conn's reader.go).
-		return
+	if r.info, r.unary = s.unaryMethod(req.Method); r.unary != nil {
+		if st.RunInline(r) {
+			// The reader runs the handler itself once the request is
+			// in, if the call is the connection's only one (h2conn's
+			// reader.go).
+			return
+		}
+		if !r.ss.Expired() && st.AwaitRequest(r) {
+			return // RequestArrived goes on
+		}
 	}
 	s.workers.run(r)
+}
+
+// RequestArrived is the engine's h2conn.ArrivalHandler for a unary call
+// whose request had not begun when its HEADERS came: its first DATA frame
+// or END_STREAM has come now, or its stream ended first. A unary handler
+// has nothing to do before its request, so a stream that a client opens
+// and resets at once (the rapid reset attack) costs no handler: a call
+// whose context ended before its request is finished here, on the
+// goroutine that ended it, as grpc-go's would fail reading its request
+// before any user code ran. With stats handlers it runs the usual way, so
+// that they see the call begin and end as on grpc-go.
+func (r *rpc) RequestArrived() {
+	s := r.srv
+	switch err := r.ss.Ctx.Err(); {
+	case err == nil || s.stats != nil:
+		s.workers.run(r)
+	case err == context.DeadlineExceeded:
+		// Called from the deadline's reset, under the stream's lock.
+		go r.finishEnded(statusDeadline)
+	default:
+		r.finishEnded(statusCanceled)
+	}
+}
+
+// finishEnded finishes a unary call whose context ended before its request
+// arrived, without running its handler.
+func (r *rpc) finishEnded(st *status.Status) {
+	defer r.srv.handlers.Done()
+	r.ss.FinishUnstarted(st)
 }
 
 // tap runs the InTapHandle on a request, as grpc-go does: on the
@@ -639,6 +674,7 @@ func (s *Server) processUnary(ctx context.Context, stream *serverStream, info *s
 var (
 	statusOK       = status.New(codes.OK, "")
 	statusDeadline = status.New(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
+	statusCanceled = status.New(codes.Canceled, context.Canceled.Error())
 )
 
 // processStream runs a streaming handler; info is nil for the unknown

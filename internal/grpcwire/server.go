@@ -498,6 +498,29 @@ func (s *ServerStream) Finish(st *status.Status) error {
 	return s.FinishHTTP(st, 0)
 }
 
+// FinishUnstarted is Finish for a call whose handler never ran because its
+// context ended first: when the stream has ended too (reset by the client,
+// by the deadline, or by the connection's end) nothing can be written and
+// the call only gives its resources back, without encoding a status no
+// one will read (a client resetting streams in a flood pays for each);
+// otherwise the status goes out as Finish sends it.
+func (s *ServerStream) FinishUnstarted(st *status.Status) {
+	if s.st.Err() == nil {
+		s.Finish(st)
+		return
+	}
+	s.mu.Lock()
+	if s.finished {
+		s.mu.Unlock()
+		return
+	}
+	s.finished = true
+	s.users++ // a user of st until its leave, as in finish
+	s.mu.Unlock()
+	s.Ctx.cancel(context.Canceled)
+	s.leave(false)
+}
+
 // FinishHTTP is Finish with an HTTP status for a Trailers-Only response
 // (0 means 200).
 func (s *ServerStream) FinishHTTP(st *status.Status, httpStatus int) error {

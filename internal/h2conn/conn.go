@@ -43,7 +43,7 @@ type Conn struct {
 
 	// Owned by the run loop (fields are ordered to pack small ones).
 	emptyData  int16        // consecutive empty DATA frames (at most maxEmptyDataFrames+1)
-	resetCount int16        // resets within the current resetWindow (at most maxResetsPerWindow+1)
+	resetCount int16        // resets within the current resetWindow (at most maxResetsPerWindow+unstartedResetWeight)
 	inflow     inflow       // connection receive window; given back on receipt
 	lastRead   atomic.Int64 // unix nanoseconds of the end of the last batch of frames read, when keepaliveOn
 
@@ -662,7 +662,11 @@ func (c *Conn) onData(f *h2frame.DataFrame) *Error {
 	}
 	s.signalRecv()
 	c.setStateLocked(s, st)
+	arrived := s.takeArrivalLocked()
 	c.mu.Unlock()
+	if arrived != nil {
+		arrived.RequestArrived()
+	}
 	return nil
 }
 
@@ -697,12 +701,15 @@ func (c *Conn) resetStream(id uint32, code h2frame.ErrCode, reason string) *Erro
 }
 
 // countReset enforces maxResetsPerWindow.
-func (c *Conn) countReset() *Error {
+func (c *Conn) countReset() *Error { return c.countResets(1) }
+
+// countResets counts n resets against maxResetsPerWindow.
+func (c *Conn) countResets(n int16) *Error {
 	now := uint32(time.Since(clockEpoch).Milliseconds())
 	if time.Duration(now-c.resetStart)*time.Millisecond > resetWindow { // mod 2^32: exact below 49 days
 		c.resetStart, c.resetCount = now, 0
 	}
-	c.resetCount++
+	c.resetCount += n
 	if c.resetCount > maxResetsPerWindow {
 		return connErr(h2frame.ErrCodeEnhanceYourCalm, "reset_flood")
 	}
@@ -731,13 +738,17 @@ func (c *Conn) onRSTStream(f *h2frame.RSTStreamFrame) *Error {
 	}
 	err := &Error{Code: f.Code, StreamID: id, Initiator: InitiatorPeer, Reason: "rst_stream",
 		Unprocessed: f.Code == h2frame.ErrCodeRefusedStream}
+	weight := int16(1)
+	if s.arrival != nil {
+		weight = unstartedResetWeight // reset before its request came (limits.go)
+	}
 	hook := c.failStreamLocked(s, err)
 	c.mu.Unlock()
 	if hook != nil {
 		hook(err)
 	}
 	if c.isPeerID(id) {
-		return c.countReset()
+		return c.countResets(weight)
 	}
 	return nil
 }
@@ -883,11 +894,15 @@ func (c *Conn) failAllStreamsLocked(err *Error) []hookCall {
 			serr.Cause = net.ErrClosed
 		}
 		h := c.failStreamLocked(s, serr)
-		if h == nil && c.role == RoleServer && s.hasResetHook() && !s.hookDone {
+		if c.role == RoleServer && s.hasResetHook() && !s.hookDone {
 			// A server's handlers hear of every end of the connection,
 			// also a local Close (Server.Stop cancels their contexts).
 			s.hookDone = true
-			h = s.resetFunc()
+			if s.arrival != nil {
+				s.arrivalReset = true // h is endAwaited: it calls the hook first
+			} else {
+				h = s.resetFunc()
+			}
 		}
 		if h != nil {
 			hooks = append(hooks, hookCall{h, serr})

@@ -2,6 +2,7 @@ package h2conn
 
 import (
 	"time"
+	"weak"
 
 	"github.com/leangrpc/leangrpc/internal/h2frame"
 )
@@ -43,8 +44,19 @@ func (c *Conn) startTimersLocked() {
 	if c.role == RoleServer && c.cfg.PrefaceTimeout > 0 && c.state.Load()&statePrefaced == 0 {
 		// Not kept to be stopped: Conn has no room for it (TestConnSize),
 		// and once the preface came it finds statePrefaced and does
-		// nothing.
-		time.AfterFunc(c.cfg.PrefaceTimeout, c.onPrefaceTimeout)
+		// nothing. It holds the connection weakly: a connection that
+		// ends before the timer fires must not stay reachable from the
+		// runtime's timers with all it holds until then (a client that
+		// reconnects hundreds of times a second, as rapid reset's does,
+		// made the server hold every connection of the last
+		// PrefaceTimeout). While it lives the server's connection set
+		// holds it.
+		wc := weak.Make(c)
+		time.AfterFunc(c.cfg.PrefaceTimeout, func() {
+			if c := wc.Value(); c != nil {
+				c.onPrefaceTimeout()
+			}
+		})
 	}
 	if every, _, _ := c.keepaliveParams(); every > 0 {
 		c.timers.keepalive = afterFuncShared(every, c, c.cfg.inBubble)

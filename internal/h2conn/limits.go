@@ -81,6 +81,16 @@ const (
 	// reset" attack of 2023 (CVE-2023-44487): each costs a stream setup.
 	maxResetsPerWindow = 1000
 	resetWindow        = time.Second
+	// unstartedResetWeight: how many resets a peer's RST_STREAM counts for
+	// when its stream still awaited its request (Stream.AwaitRequest: a
+	// unary call whose DATA had not come). A client has little reason to
+	// cancel a unary call between its HEADERS and its message, which go
+	// out together; rapid reset does nothing else. So such resets are
+	// held to a tenth of the limit, 100 a second, and a reconnecting
+	// attacker gets a tenth of the streams per connection it would
+	// otherwise (the idea of hyper's limit on streams reset before the
+	// application accepted them).
+	unstartedResetWeight = 10
 	// maxEmptyDataFrames: DATA frames with neither payload nor END_STREAM
 	// in a row; they cost a dispatch each and carry nothing.
 	maxEmptyDataFrames = 1000

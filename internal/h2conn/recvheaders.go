@@ -148,7 +148,11 @@ func (c *Conn) onStreamHeadersLocked(s *Stream, f *h2frame.HeadersFrame) *Error 
 	st, _ := s.state.recvHeaders(end)
 	s.signalRecv()
 	c.setStateLocked(s, st)
+	arrived := s.takeArrivalLocked() // a request's trailers end it
 	c.mu.Unlock()
+	if arrived != nil {
+		arrived.RequestArrived()
+	}
 	return nil
 }
 

@@ -89,11 +89,16 @@ type Stream struct {
 	contentLength int64 // -1: none declared
 	recvBytes     int64
 
-	err       *Error       // why the stream ended abnormally
-	resetObj  ResetHandler // SetResetHandler's
-	hookDone  bool
-	done      chan struct{} // made on first Done call
-	doneFired bool
+	err      *Error       // why the stream ended abnormally
+	resetObj ResetHandler // SetResetHandler's
+	hookDone bool
+	// arrival is AwaitRequest's handler, until the request's first DATA
+	// or END_STREAM or the stream's end; arrivalReset says the reset hook
+	// is due before it at the end (endAwaited).
+	arrival      ArrivalHandler
+	arrivalReset bool
+	done         chan struct{} // made on first Done call
+	doneFired    bool
 
 	recvCh chan struct{} // one slot; signals the receiver
 	sendCh chan struct{} // one slot; signals the sender
@@ -363,11 +368,37 @@ func (c *Conn) failStreamLocked(s *Stream, err *Error) func(error) {
 	c.setStateLocked(s, stateClosed)
 	s.signalRecv()
 	s.signalSend()
-	if s.hasResetHook() && !s.hookDone && err.Initiator != InitiatorUser {
+	due := s.hasResetHook() && !s.hookDone && err.Initiator != InitiatorUser
+	if due {
 		s.hookDone = true
+	}
+	if s.arrival != nil {
+		// The awaited request will not come: its handler is told the
+		// stream ended, after the reset hook (whatever the initiator), so
+		// that it finds the call's context ended.
+		s.arrivalReset = due
+		return s.endAwaited
+	}
+	if due {
 		return s.resetFunc()
 	}
 	return nil
+}
+
+// endAwaited is failStreamLocked's hook for a stream with an AwaitRequest
+// handler: the reset hook if it is due, then the arrival handler.
+func (s *Stream) endAwaited(err error) {
+	c := s.conn
+	c.mu.Lock()
+	a, reset := s.arrival, s.arrivalReset
+	s.arrival, s.arrivalReset = nil, false
+	c.mu.Unlock()
+	if reset {
+		s.resetObj.StreamReset(err)
+	}
+	if a != nil {
+		a.RequestArrived()
+	}
 }
 
 // ResetHandler is told when its stream ends abnormally (SetResetHandler).
@@ -397,6 +428,43 @@ func (s *Stream) SetResetHandler(h ResetHandler) {
 	}
 	s.resetObj = h
 	c.mu.Unlock()
+}
+
+// ArrivalHandler is told that a request's body began to arrive
+// (AwaitRequest). An interface, as ResetHandler, so that a server's
+// per-call object registers itself without allocating.
+type ArrivalHandler interface {
+	RequestArrived()
+}
+
+// AwaitRequest registers h, whose RequestArrived is called once, without
+// engine locks: on the connection's reader when the server stream's first
+// DATA frame or its END_STREAM arrives, or, when the stream ends first
+// (a reset by either side, the connection's end), on the goroutine that
+// ended it, after the ResetHandler. It reports false and registers nothing
+// when the request had begun already or the stream has ended: the caller
+// goes on at once. h must not block.
+//
+// A server defers a unary handler this way: until the request message
+// comes there is nothing for it to do, and a stream a client opens and
+// resets at once (rapid reset) then costs no handler at all.
+func (s *Stream) AwaitRequest(h ArrivalHandler) bool {
+	c := s.conn
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.local || s.recvEOF || s.recvBytes > 0 || s.err != nil || s.state == stateClosed {
+		return false
+	}
+	s.arrival = h
+	return true
+}
+
+// takeArrivalLocked returns the AwaitRequest handler to call once mu is
+// released, and forgets it. Called with mu held.
+func (s *Stream) takeArrivalLocked() ArrivalHandler {
+	a := s.arrival
+	s.arrival = nil
+	return a
 }
 
 // hasResetHook reports whether a handler is registered. Called with mu
@@ -804,12 +872,15 @@ func (s *Stream) Reset(code h2frame.ErrCode) {
 	}
 	wasIdle := s.state == stateIdle
 	err := &Error{Code: code, StreamID: s.id, Initiator: InitiatorUser, Reason: "reset"}
-	c.failStreamLocked(s, err)
+	hook := c.failStreamLocked(s, err) // only an AwaitRequest handler's
 	if !wasIdle && !c.closing {
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: s.id, code: code}, false)
 		c.flushLocked()
 	}
 	c.mu.Unlock()
+	if hook != nil {
+		hook(err)
+	}
 }
 
 // HoldFlush lets the stream's next WriteHeaders or WriteData return with
@@ -870,6 +941,7 @@ func (s *Stream) Release() {
 		err := &Error{Code: h2frame.ErrCodeCancel, StreamID: s.id, Initiator: InitiatorUser, Reason: "released"}
 		wasIdle := s.state == stateIdle
 		c.failStreamLocked(s, err)
+		s.arrival = nil // released: nobody awaits the request any more
 		if !wasIdle && !c.closing {
 			c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: s.id, code: h2frame.ErrCodeCancel}, false)
 			c.flushLocked()
