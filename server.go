@@ -50,9 +50,10 @@ type Server struct {
 	stopped  bool
 	lis      map[net.Listener]struct{}
 	conns    map[*h2conn.Conn]struct{}
-	connWG   sync.WaitGroup // serving goroutines of accepted connections
-	handlers sync.WaitGroup // RPC handler goroutines
-	workers  *workerPool    // the goroutines that run handlers (workers.go)
+	pending  map[*pendingHandshake]struct{} // handshakes waiting for their first bytes (handshake.go)
+	connWG   sync.WaitGroup                 // serving goroutines of accepted connections
+	handlers sync.WaitGroup                 // RPC handler goroutines
+	workers  *workerPool                    // the goroutines that run handlers (workers.go)
 }
 
 type serviceInfo struct {
@@ -64,7 +65,7 @@ type serviceInfo struct {
 
 // NewServer returns a server with no services registered.
 func NewServer(opts ...ServerOption) *Server {
-	s := &Server{services: map[string]*serviceInfo{}, lis: map[net.Listener]struct{}{}, conns: map[*h2conn.Conn]struct{}{}}
+	s := &Server{services: map[string]*serviceInfo{}, lis: map[net.Listener]struct{}{}, conns: map[*h2conn.Conn]struct{}{}, pending: map[*pendingHandshake]struct{}{}}
 	for _, o := range opts {
 		o.applyServer(&s.opts)
 	}
@@ -221,26 +222,18 @@ func (s *Server) Serve(lis net.Listener) error {
 // serveConn runs the credentials handshake and starts the HTTP/2
 // connection on the accept loop's goroutine for nc; the goroutine returns
 // once the connection is idle, and the connection's end is handled by the
-// engine's onEnd.
+// engine's onEnd. A TLS handshake on a socket the idle poller serves first
+// waits there for the client's first bytes (handshake.go).
 func (s *Server) serveConn(nc net.Conn) {
-	var auth credentials.AuthInfo
-	if s.opts.creds != nil {
-		nc.SetDeadline(time.Now().Add(s.opts.connTimeout))
-		hs := forHandshake(nc, s.opts.creds, s.h2cfg.PooledReads)
-		c, a, err := s.opts.creds.ServerHandshake(hs)
-		nc.SetDeadline(time.Time{})
-		if err != nil {
-			// A conn the credentials dispatched elsewhere is theirs
-			// now: left open, as grpc-go leaves it, without the
-			// handshake's deadline.
-			if err != credentials.ErrConnDispatched {
-				nc.Close()
-			}
-			s.connWG.Done()
-			return
-		}
-		nc, auth = secured(hs, c), a
+	if s.opts.creds == nil {
+		s.startConn(nc, nil)
+		return
 	}
+	s.handshakeConn(nc)
+}
+
+// startConn starts the HTTP/2 connection over nc, secured by auth.
+func (s *Server) startConn(nc net.Conn, auth credentials.AuthInfo) {
 	sc := &serverConn{srv: s}
 	sc.peer = peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
 	conn := h2conn.NewServerConn(nc, s.h2cfg, sc)
@@ -286,7 +279,9 @@ func (s *Server) Stop() {
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
+	pending := s.takePendingLocked()
 	s.mu.Unlock()
+	closePending(pending)
 	for _, c := range conns {
 		c.Close()
 	}
@@ -309,7 +304,9 @@ func (s *Server) GracefulStop() {
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
+	pending := s.takePendingLocked()
 	s.mu.Unlock()
+	closePending(pending)
 	for _, c := range conns {
 		c.GracefulShutdown()
 	}

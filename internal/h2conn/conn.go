@@ -340,6 +340,11 @@ func (c *Conn) ServeAsync(onEnd func()) {
 	c.startTimersLocked()
 	c.ensureWriterLocked()
 	c.mu.Unlock()
+	if _, _, ok := c.greetingSocket(); ok {
+		c.src.awaiting = true
+		c.awaitGreeting()
+		return
+	}
 	if perr := c.fr.ReadPreface(); perr != nil {
 		c.end(c.readError(perr))
 		return

@@ -482,6 +482,10 @@ func (c *Conn) goIdle(rn readableNotifier) bool {
 // resumeReader is runReader run by OnReadable: the connection came back
 // from idle, so it waits longer before parking next time.
 func (c *Conn) resumeReader() {
+	if c.src.awaiting {
+		c.awaitGreeting()
+		return
+	}
 	c.mu.Lock()
 	c.creditIdleLocked(creditsPerDoubling)
 	c.mu.Unlock()
@@ -527,6 +531,10 @@ type readSource struct {
 	fed     *bufpool.Buffer // the next bytes, read elsewhere; owned here until taken
 	wait    time.Duration   // bound of a wait for bytes; 0: for good
 	fedOnly bool
+	// awaiting is set while a server waits for the client's greeting, and
+	// greeting holds its bytes that came in parts (greeting.go).
+	greeting []byte
+	awaiting bool
 }
 
 // errFedMidFrame is what the frame reader meets when the whole frames a
