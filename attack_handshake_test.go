@@ -16,6 +16,7 @@ import (
 	"github.com/leangrpc/leangrpc/internal/sockio"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/protobuf/proto"
 )
 
 // stalledConns opens n connections of each slowloris kind: nothing sent,
@@ -153,19 +154,55 @@ func TestStopClosesWaitingHandshakes(t *testing.T) {
 }
 
 // TestAttackStalledInFrame: a greeted peer that stops inside a frame (half
-// a frame header, or half a payload) is closed after a bound; here the test
-// shortens it with ConnectionTimeout.
+// a frame header, or half a payload) is closed with GOAWAY
+// ENHANCE_YOUR_CALM after a bound; here the test shortens it with
+// ConnectionTimeout. The portable socket path keeps a reader goroutine and
+// its read buffer for every connection, idle or not, so there a stalled
+// frame costs what an idle connection does and is not bounded.
 func TestAttackStalledInFrame(t *testing.T) {
-	missingDefence(t, "a bound on a peer stalled inside a frame")
+	if sockio.StartIdlePoller() != nil {
+		t.Skip("the portable socket path keeps a reader per connection")
+	}
 	const timeout = time.Second
 	tg := attackTarget(t, leangrpc.ConnectionTimeout(timeout))
 	ping := h2test.AppendFrame(nil, h2frame.TypePing, 0, 0, make([]byte, 8))
 	for _, part := range [][]byte{ping[:4], ping[:12]} {
 		p := tg.peer(t)
+		start := time.Now()
 		p.WriteBytes(part)
-		wantEnd(t, p.Conn, timeout+2*time.Second)
+		wantGoAway(t, p, h2frame.ErrCodeEnhanceYourCalm)
+		if took := time.Since(start); took < timeout {
+			t.Errorf("closed %v after the stall, before the bound of %v", took, timeout)
+		}
+		wantEnd(t, p.Conn, time.Second)
 	}
 	tg.legit(t)
+}
+
+// TestSlowFrameNotStalled: a request whose DATA frame arrives slowly but
+// steadily, over several times the stall bound, is served: the bound is on
+// a read that makes no progress, not on a frame's time.
+func TestSlowFrameNotStalled(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	tg := attackTarget(t, leangrpc.ConnectionTimeout(timeout))
+	p := tg.peer(t)
+	msg, _ := proto.Marshal(&testpb.SimpleRequest{ResponseSize: 10, Payload: &testpb.Payload{Body: make([]byte, 12<<10)}})
+	data := h2test.AppendFrame(nil, h2frame.TypeData, h2frame.FlagEndStream, 1, grpcFrame(0, msg))
+	p.WriteHeadersBlock(1, h2frame.FlagEndHeaders, requestBlock(unaryPath))
+	start := time.Now()
+	for i := 0; i < len(data); i += 512 {
+		p.WriteBytes(data[i:min(i+512, len(data))])
+		time.Sleep(timeout / 5)
+	}
+	if took := time.Since(start); took < 4*timeout {
+		t.Fatalf("the frame took %v, want over %v", took, 4*timeout)
+	}
+	if h := p.WantHeaders(1); h.Get(":status") != "200" {
+		t.Fatalf("status %q", h.Get(":status"))
+	}
+	if _, tr := p.WantBodyTrailers(1, true); tr.Get("grpc-status") != "0" {
+		t.Fatalf("grpc-status %q", tr.Get("grpc-status"))
+	}
 }
 
 // TestStalledConnectionCost measures what connections that stalled before

@@ -115,6 +115,9 @@ func NewServer(opts ...ServerOption) *Server {
 	// SETTINGS too; the engine's own timer bounds them, from the end of
 	// the credentials handshake.
 	s.h2cfg.PrefaceTimeout = o.connTimeout
+	// A peer stalled inside a frame is bounded by the same figure
+	// (h2conn/stall.go); grpc-go has no such bound.
+	s.h2cfg.FrameStallTimeout = o.connTimeout
 	return s
 }
 

@@ -229,7 +229,7 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 	}
 	var src io.Reader = wc
 	if rs, ok := wc.(readySocket); ok && cfg.PooledReads {
-		c.src = &readSource{sock: rs}
+		c.src = &readSource{sock: rs, conn: c}
 		src = c.src
 	}
 	c.fr = h2frame.NewReader(src, h2frame.ReaderConfig{

@@ -40,6 +40,15 @@ const (
 	// ConnectionTimeout (TLS handshake, preface and first SETTINGS) is
 	// 120 s, which let 512 stalled connections stay for its whole length.
 	DefaultPrefaceTimeout = 10 * time.Second
+	// A server bounds a read inside a frame that brings no byte
+	// (Config.FrameStallTimeout, stall.go) by its ConnectionTimeout too,
+	// 10 s by default, closing after between one and two bounds: the
+	// segments of one frame follow each other within round trips, and a
+	// healthy link goes 10 s without a byte only after several lost
+	// retransmissions in a row. A frame that arrives slowly but steadily
+	// is never cut: the bound is on no progress. grpc-go has no bound, and
+	// a peer stalled inside a frame holds its reader and read buffer for
+	// the connection's life there.
 	// DefaultWriteBatchBytes: bytes encoded per flush; large enough for one
 	// syscall to carry many frames, small enough that a writer returns to
 	// the control queue often.

@@ -535,6 +535,10 @@ type readSource struct {
 	// greeting holds its bytes that came in parts (greeting.go).
 	greeting []byte
 	awaiting bool
+	// conn is the source's connection, and stall its watch over reads
+	// inside a frame, made at the first one (stall.go).
+	conn  *Conn
+	stall *stallWatch
 }
 
 // errFedMidFrame is what the frame reader meets when the whole frames a
@@ -566,11 +570,17 @@ func (s *readSource) Read(p []byte) (int, error) {
 	if s.fedOnly {
 		return 0, errFedMidFrame
 	}
-	return s.sock.Read(p)
+	s.enterRead()
+	n, err := s.sock.Read(p)
+	s.leaveRead()
+	return n, err
 }
 
-// close frees bytes fed and never parsed.
+// close frees bytes fed and never parsed, and stops the stall watch.
 func (s *readSource) close() {
+	if s.stall != nil {
+		s.stall.stop()
+	}
 	if s.fed != nil {
 		s.fed.Free()
 		s.fed = nil
