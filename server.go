@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"reflect"
@@ -80,9 +79,10 @@ func NewServer(opts ...ServerOption) *Server {
 	}
 	s.wireCfg = grpcwire.ServerConfig{Pool: pool, MaxRecv: o.maxRecv, MaxSend: o.maxSend, Codec: o.codec}
 	if o.maxConcurrentStreams == 0 {
-		// grpc-go's servers do not limit concurrent streams unless told
-		// to; a drop-in must not refuse what they accept.
-		o.maxConcurrentStreams = math.MaxUint32
+		// grpc-go's servers advertise no limit unless told to; ours
+		// advertises one, which clients queue behind
+		// (h2conn/limits.go).
+		o.maxConcurrentStreams = h2conn.ServerMaxConcurrentStreams
 	}
 	if o.maxFrameSize == 0 {
 		s.raiseFrame = grpcMaxFrameSize
