@@ -183,16 +183,16 @@ func TestAttackStalledInFrame(t *testing.T) {
 // steadily, over several times the stall bound, is served: the bound is on
 // a read that makes no progress, not on a frame's time.
 func TestSlowFrameNotStalled(t *testing.T) {
-	const timeout = 300 * time.Millisecond
+	const timeout = 500 * time.Millisecond
 	tg := attackTarget(t, leangrpc.ConnectionTimeout(timeout))
 	p := tg.peer(t)
 	msg, _ := proto.Marshal(&testpb.SimpleRequest{ResponseSize: 10, Payload: &testpb.Payload{Body: make([]byte, 12<<10)}})
 	data := h2test.AppendFrame(nil, h2frame.TypeData, h2frame.FlagEndStream, 1, grpcFrame(0, msg))
 	p.WriteHeadersBlock(1, h2frame.FlagEndHeaders, requestBlock(unaryPath))
 	start := time.Now()
-	for i := 0; i < len(data); i += 512 {
-		p.WriteBytes(data[i:min(i+512, len(data))])
-		time.Sleep(timeout / 5)
+	for i := 0; i < len(data); i += 256 {
+		p.WriteBytes(data[i:min(i+256, len(data))])
+		time.Sleep(timeout / 10)
 	}
 	if took := time.Since(start); took < 4*timeout {
 		t.Fatalf("the frame took %v, want over %v", took, 4*timeout)
