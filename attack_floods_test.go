@@ -223,19 +223,55 @@ func TestAttackManyStreamsConfigured(t *testing.T) {
 	tg.legit(t)
 }
 
-// TestAttackManyStreamsDefault: one client opens 20,000 concurrent streams
-// on one connection of a server with default options. They must not all be
-// accepted: each holds a handler goroutine and a stream window.
+// TestAttackManyStreamsDefault: one client opens many concurrent streams
+// on one connection of a server with default options. The server
+// advertises a limit of 1000 (h2conn.ServerMaxConcurrentStreams) and
+// refuses streams over it with REFUSED_STREAM, so the streams it holds
+// keep at most a handler goroutine each; a flood of 20,000 streams ends at
+// the reset limit.
 func TestAttackManyStreamsDefault(t *testing.T) {
-	missingDefence(t, "a default bound on concurrent streams per connection (NewServer keeps grpc-go's unlimited default)")
+	const limit = 1000
 	tg := attackTarget(t)
 	p := tg.peer(t)
-	base := runtime.NumGoroutine()
-	codes := openStreams(t, p, 20_000, 20_000-100)
-	if grown := runtime.NumGoroutine() - base; grown > 2000 {
-		t.Errorf("20000 open streams hold %d goroutines (resets: %v)", grown, codes)
+	if got := p.RemoteSettings[h2frame.SettingMaxConcurrentStreams]; got != limit {
+		t.Fatalf("the server advertises MAX_CONCURRENT_STREAMS %d, want %d", got, limit)
 	}
+	base := runtime.NumGoroutine()
+	codes := openStreams(t, p, limit+500, 500)
+	if codes[h2frame.ErrCodeRefusedStream] != 500 {
+		t.Errorf("%d streams over a limit of %d: resets %v, want 500 REFUSED_STREAM", limit+500, limit, codes)
+	}
+	if grown := runtime.NumGoroutine() - base; grown > limit+limit/10 {
+		t.Errorf("%d open streams hold %d goroutines", limit, grown)
+	}
+
+	p2 := tg.peer(t)
+	block := requestBlock(streamingPath)
+	var b []byte
+	for i := range 20_000 {
+		b = h2test.AppendFrame(b, h2frame.TypeHeaders, h2frame.FlagEndHeaders, uint32(1+2*i), block)
+	}
+	<-flood(p2.Conn, b)
+	wantGoAway(t, p2, h2frame.ErrCodeEnhanceYourCalm)
 	tg.legit(t)
+}
+
+// TestMaxConcurrentStreamsOverridesDefault: the MaxConcurrentStreams
+// option replaces the default limit, upwards too; math.MaxUint32 is
+// grpc-go's unlimited default, which leaves the setting out.
+func TestMaxConcurrentStreamsOverridesDefault(t *testing.T) {
+	for _, n := range []uint32{10, 5000, math.MaxUint32} {
+		tg := attackTarget(t, leangrpc.MaxConcurrentStreams(n))
+		p := tg.peer(t)
+		got, sent := p.RemoteSettings[h2frame.SettingMaxConcurrentStreams]
+		if n == math.MaxUint32 {
+			if sent {
+				t.Errorf("MaxConcurrentStreams(MaxUint32): the server advertises %d, want no limit", got)
+			}
+		} else if got != n {
+			t.Errorf("MaxConcurrentStreams(%d): the server advertises %d", n, got)
+		}
+	}
 }
 
 // TestAttackDataDribble: CVE-2019-9511, a client that asks for large

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"reflect"
@@ -50,9 +49,10 @@ type Server struct {
 	stopped  bool
 	lis      map[net.Listener]struct{}
 	conns    map[*h2conn.Conn]struct{}
-	connWG   sync.WaitGroup // serving goroutines of accepted connections
-	handlers sync.WaitGroup // RPC handler goroutines
-	workers  *workerPool    // the goroutines that run handlers (workers.go)
+	pending  map[*pendingHandshake]struct{} // handshakes waiting for their first bytes (handshake.go)
+	connWG   sync.WaitGroup                 // serving goroutines of accepted connections
+	handlers sync.WaitGroup                 // RPC handler goroutines
+	workers  *workerPool                    // the goroutines that run handlers (workers.go)
 }
 
 type serviceInfo struct {
@@ -64,7 +64,7 @@ type serviceInfo struct {
 
 // NewServer returns a server with no services registered.
 func NewServer(opts ...ServerOption) *Server {
-	s := &Server{services: map[string]*serviceInfo{}, lis: map[net.Listener]struct{}{}, conns: map[*h2conn.Conn]struct{}{}}
+	s := &Server{services: map[string]*serviceInfo{}, lis: map[net.Listener]struct{}{}, conns: map[*h2conn.Conn]struct{}{}, pending: map[*pendingHandshake]struct{}{}}
 	for _, o := range opts {
 		o.applyServer(&s.opts)
 	}
@@ -79,9 +79,10 @@ func NewServer(opts ...ServerOption) *Server {
 	}
 	s.wireCfg = grpcwire.ServerConfig{Pool: pool, MaxRecv: o.maxRecv, MaxSend: o.maxSend, Codec: o.codec}
 	if o.maxConcurrentStreams == 0 {
-		// grpc-go's servers do not limit concurrent streams unless told
-		// to; a drop-in must not refuse what they accept.
-		o.maxConcurrentStreams = math.MaxUint32
+		// grpc-go's servers advertise no limit unless told to; ours
+		// advertises one, which clients queue behind
+		// (h2conn/limits.go).
+		o.maxConcurrentStreams = h2conn.ServerMaxConcurrentStreams
 	}
 	if o.maxFrameSize == 0 {
 		s.raiseFrame = grpcMaxFrameSize
@@ -114,6 +115,9 @@ func NewServer(opts ...ServerOption) *Server {
 	// SETTINGS too; the engine's own timer bounds them, from the end of
 	// the credentials handshake.
 	s.h2cfg.PrefaceTimeout = o.connTimeout
+	// A peer stalled inside a frame is bounded by the same figure
+	// (h2conn/stall.go); grpc-go has no such bound.
+	s.h2cfg.FrameStallTimeout = o.connTimeout
 	return s
 }
 
@@ -221,26 +225,18 @@ func (s *Server) Serve(lis net.Listener) error {
 // serveConn runs the credentials handshake and starts the HTTP/2
 // connection on the accept loop's goroutine for nc; the goroutine returns
 // once the connection is idle, and the connection's end is handled by the
-// engine's onEnd.
+// engine's onEnd. A TLS handshake on a socket the idle poller serves first
+// waits there for the client's first bytes (handshake.go).
 func (s *Server) serveConn(nc net.Conn) {
-	var auth credentials.AuthInfo
-	if s.opts.creds != nil {
-		nc.SetDeadline(time.Now().Add(s.opts.connTimeout))
-		hs := forHandshake(nc, s.opts.creds, s.h2cfg.PooledReads)
-		c, a, err := s.opts.creds.ServerHandshake(hs)
-		nc.SetDeadline(time.Time{})
-		if err != nil {
-			// A conn the credentials dispatched elsewhere is theirs
-			// now: left open, as grpc-go leaves it, without the
-			// handshake's deadline.
-			if err != credentials.ErrConnDispatched {
-				nc.Close()
-			}
-			s.connWG.Done()
-			return
-		}
-		nc, auth = secured(hs, c), a
+	if s.opts.creds == nil {
+		s.startConn(nc, nil)
+		return
 	}
+	s.handshakeConn(nc)
+}
+
+// startConn starts the HTTP/2 connection over nc, secured by auth.
+func (s *Server) startConn(nc net.Conn, auth credentials.AuthInfo) {
 	sc := &serverConn{srv: s}
 	sc.peer = peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
 	conn := h2conn.NewServerConn(nc, s.h2cfg, sc)
@@ -293,7 +289,9 @@ func (s *Server) Stop() {
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
+	pending := s.takePendingLocked()
 	s.mu.Unlock()
+	closePending(pending)
 	for _, c := range conns {
 		c.Close()
 	}
@@ -316,7 +314,9 @@ func (s *Server) GracefulStop() {
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
+	pending := s.takePendingLocked()
 	s.mu.Unlock()
+	closePending(pending)
 	for _, c := range conns {
 		c.GracefulShutdown()
 	}

@@ -75,6 +75,12 @@ type Config struct {
 	// preface and first SETTINGS frame from the start of Serve (0:
 	// DefaultPrefaceTimeout; negative: no timeout).
 	PrefaceTimeout time.Duration
+	// FrameStallTimeout bounds how long a read inside a frame may go
+	// without a byte (stall.go): after between it and twice it the
+	// connection ends with GOAWAY ENHANCE_YOUR_CALM. Applies on sockets
+	// with pooled reads (sockio's Linux conns); 0 or negative: no bound.
+	// A server sets it to its ConnectionTimeout.
+	FrameStallTimeout time.Duration
 	// DisableBDP turns off the window growth from measured bandwidth-delay
 	// product.
 	DisableBDP bool

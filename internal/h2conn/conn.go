@@ -229,7 +229,7 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 	}
 	var src io.Reader = wc
 	if rs, ok := wc.(readySocket); ok && cfg.PooledReads {
-		c.src = &readSource{sock: rs}
+		c.src = &readSource{sock: rs, conn: c}
 		src = c.src
 	}
 	c.fr = h2frame.NewReader(src, h2frame.ReaderConfig{
@@ -340,6 +340,11 @@ func (c *Conn) ServeAsync(onEnd func()) {
 	c.startTimersLocked()
 	c.ensureWriterLocked()
 	c.mu.Unlock()
+	if _, _, ok := c.greetingSocket(); ok {
+		c.src.awaiting = true
+		c.awaitGreeting()
+		return
+	}
 	if perr := c.fr.ReadPreface(); perr != nil {
 		c.end(c.readError(perr))
 		return

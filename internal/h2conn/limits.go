@@ -23,6 +23,19 @@ const (
 	// RFC 9113 §6.5.2 recommends no less than 100; each stream may pin a
 	// stream window of memory (see above), so it is the memory knob.
 	DefaultMaxConcurrentStreams = 100
+	// ServerMaxConcurrentStreams is the SETTINGS_MAX_CONCURRENT_STREAMS a
+	// leangrpc server advertises when no MaxConcurrentStreams option sets
+	// one. grpc-go's server advertises none, and one client could open
+	// 100,000 streams on one connection, each holding a handler goroutine
+	// and a stream (1.55 GB of RSS). An advertised limit is safe for
+	// drop-in use: grpc-go's and leangrpc's clients queue streams over it
+	// rather than fail them, as every HTTP/2 client must (RFC 9113
+	// §5.1.2). 1000 is above what watch-heavy services open per
+	// connection (kube-apiserver raised Go's default of 250 to 1000 for
+	// its watch clients; x/net's server advertises 250, hyper's 200,
+	// nginx 128) and far above leanbench's ×120 rows, and it bounds a
+	// connection to 1000 handler goroutines.
+	ServerMaxConcurrentStreams = 1000
 	// DefaultInitialStreamWindow: 1 MiB is above the bandwidth-delay
 	// product of loopback and of a LAN, so no probing is needed there.
 	DefaultInitialStreamWindow = 1 << 20
@@ -40,6 +53,15 @@ const (
 	// ConnectionTimeout (TLS handshake, preface and first SETTINGS) is
 	// 120 s, which let 512 stalled connections stay for its whole length.
 	DefaultPrefaceTimeout = 10 * time.Second
+	// A server bounds a read inside a frame that brings no byte
+	// (Config.FrameStallTimeout, stall.go) by its ConnectionTimeout too,
+	// 10 s by default, closing after between one and two bounds: the
+	// segments of one frame follow each other within round trips, and a
+	// healthy link goes 10 s without a byte only after several lost
+	// retransmissions in a row. A frame that arrives slowly but steadily
+	// is never cut: the bound is on no progress. grpc-go has no bound, and
+	// a peer stalled inside a frame holds its reader and read buffer for
+	// the connection's life there.
 	// DefaultWriteBatchBytes: bytes encoded per flush; large enough for one
 	// syscall to carry many frames, small enough that a writer returns to
 	// the control queue often.

@@ -482,6 +482,10 @@ func (c *Conn) goIdle(rn readableNotifier) bool {
 // resumeReader is runReader run by OnReadable: the connection came back
 // from idle, so it waits longer before parking next time.
 func (c *Conn) resumeReader() {
+	if c.src.awaiting {
+		c.awaitGreeting()
+		return
+	}
 	c.mu.Lock()
 	c.creditIdleLocked(creditsPerDoubling)
 	c.mu.Unlock()
@@ -527,6 +531,14 @@ type readSource struct {
 	fed     *bufpool.Buffer // the next bytes, read elsewhere; owned here until taken
 	wait    time.Duration   // bound of a wait for bytes; 0: for good
 	fedOnly bool
+	// awaiting is set while a server waits for the client's greeting, and
+	// greeting holds its bytes that came in parts (greeting.go).
+	greeting []byte
+	awaiting bool
+	// conn is the source's connection, and stall its watch over reads
+	// inside a frame, made at the first one (stall.go).
+	conn  *Conn
+	stall *stallWatch
 }
 
 // errFedMidFrame is what the frame reader meets when the whole frames a
@@ -558,11 +570,17 @@ func (s *readSource) Read(p []byte) (int, error) {
 	if s.fedOnly {
 		return 0, errFedMidFrame
 	}
-	return s.sock.Read(p)
+	s.enterRead()
+	n, err := s.sock.Read(p)
+	s.leaveRead()
+	return n, err
 }
 
-// close frees bytes fed and never parsed.
+// close frees bytes fed and never parsed, and stops the stall watch.
 func (s *readSource) close() {
+	if s.stall != nil {
+		s.stall.stop()
+	}
 	if s.fed != nil {
 		s.fed.Free()
 		s.fed = nil

@@ -47,6 +47,18 @@ func afterFuncShared(d time.Duration, owner timerOwner, own bool) *sharedTimer {
 	return t
 }
 
+// newSharedTimer returns a sharedTimer not yet scheduled (Reset schedules
+// it), for an owner that must hold it before it can fire; with own set,
+// one with a stopped time.Timer of its own.
+func newSharedTimer(owner timerOwner, own bool) *sharedTimer {
+	t := &sharedTimer{idx: -1, owner: owner}
+	if own {
+		t.own = time.AfterFunc(time.Hour, owner.timerExpired)
+		t.own.Stop()
+	}
+	return t
+}
+
 // Reset makes the timer expire after d, whether it was scheduled or not. It
 // reports whether it was scheduled.
 func (t *sharedTimer) Reset(d time.Duration) bool {

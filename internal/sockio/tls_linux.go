@@ -229,6 +229,11 @@ func (r *recordConn) Write(p []byte) (int, error) { return r.sock.Write(p) }
 // armed with OnReadable.
 func (r *recordConn) Close() error { return r.sock.Close() }
 
+// OnReadable arms the idle poller for the socket before the handshake
+// (Conn.OnReadable): a server waits for a ClientHello without a goroutine.
+// Nothing may read r until fn runs.
+func (r *recordConn) OnReadable(fn func()) error { return r.sock.OnReadable(fn) }
+
 // NetConn returns the raw conn.
 func (r *recordConn) NetConn() net.Conn { return r.Conn }
 

@@ -1,0 +1,125 @@
+package leangrpc
+
+import (
+	"net"
+	"time"
+
+	"google.golang.org/grpc/credentials"
+)
+
+// Credentials handshakes, and those that wait for their first bytes
+// without a goroutine.
+//
+// A TLS handshake blocks its goroutine in a read until the ClientHello
+// comes, so a peer that connects and sends nothing would hold a goroutine
+// (and its grown stack) for ConnectionTimeout. On Linux, sockio's
+// handshake conn can hand that first wait to the idle poller: the accept
+// goroutine returns, and the poller starts the handshake on a new goroutine
+// once the socket is readable (or closed). Until then the connection holds
+// its socket, a pendingHandshake and one runtime timer, which closes it at
+// the deadline. A peer that sends part of a ClientHello and stops holds a
+// goroutine inside crypto/tls, and crypto/tls's record buffer, until the
+// same deadline: crypto/tls reads a record on its own goroutine.
+//
+// Every handshake in progress, waiting or running, is in Server.pending,
+// so that Stop and GracefulStop close it rather than wait for its
+// deadline.
+
+// readableNotifier is sockio's handshake conn on Linux.
+type readableNotifier interface{ OnReadable(fn func()) error }
+
+// pendingHandshake is an accepted connection whose credentials handshake
+// has not ended.
+type pendingHandshake struct {
+	s        *Server
+	raw, hs  net.Conn // the accepted conn, and forHandshake's over it
+	deadline time.Time
+	timer    *time.Timer // closes hs at deadline while it waits in the idle poller; nil otherwise
+}
+
+// handshakeConn runs the credentials handshake of the accepted conn nc,
+// on this goroutine or, once the client's first bytes come, on one the
+// idle poller starts; then it starts the HTTP/2 connection.
+func (s *Server) handshakeConn(nc net.Conn) {
+	p := &pendingHandshake{s: s, raw: nc, deadline: time.Now().Add(s.opts.connTimeout)}
+	p.hs = forHandshake(nc, s.opts.creds, s.h2cfg.PooledReads)
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		p.hs.Close()
+		s.connWG.Done()
+		return
+	}
+	s.pending[p] = struct{}{}
+	rn, ok := p.hs.(readableNotifier)
+	if ok {
+		// Armed under mu, so that run (which takes mu first) finds it.
+		p.timer = time.AfterFunc(time.Until(p.deadline), p.expire)
+	}
+	s.mu.Unlock()
+	if ok && rn.OnReadable(p.run) == nil {
+		return
+	}
+	// No idle poller, or it failed, or a stop or the timer closed hs
+	// meanwhile (the handshake then fails at once): run will not be
+	// called.
+	p.run()
+}
+
+// run runs the handshake: the idle poller's callback once the first bytes
+// came or hs was closed, or handshakeConn's.
+func (p *pendingHandshake) run() {
+	s := p.s
+	s.mu.Lock()
+	t := p.timer
+	p.timer = nil
+	s.mu.Unlock()
+	if t != nil {
+		t.Stop()
+	}
+	p.raw.SetDeadline(p.deadline)
+	c, auth, err := s.opts.creds.ServerHandshake(p.hs)
+	p.raw.SetDeadline(time.Time{})
+	s.mu.Lock()
+	_, live := s.pending[p]
+	delete(s.pending, p)
+	s.mu.Unlock()
+	if err == nil && !live {
+		// A stop closed hs as the handshake ended.
+		c.Close()
+		err = net.ErrClosed
+	}
+	if err != nil {
+		// A conn the credentials dispatched elsewhere is theirs
+		// now: left open, as grpc-go leaves it, without the
+		// handshake's deadline.
+		if err != credentials.ErrConnDispatched {
+			p.raw.Close()
+		}
+		s.connWG.Done()
+		return
+	}
+	s.startConn(secured(p.hs, c), auth)
+}
+
+// expire closes a connection whose first bytes did not come by the
+// deadline: the idle poller's callback runs and the handshake fails.
+func (p *pendingHandshake) expire() { p.hs.Close() }
+
+// takePendingLocked empties the pending handshakes, for a stop to close.
+func (s *Server) takePendingLocked() []*pendingHandshake {
+	ps := make([]*pendingHandshake, 0, len(s.pending))
+	for p := range s.pending {
+		ps = append(ps, p)
+	}
+	clear(s.pending)
+	return ps
+}
+
+// closePending closes the pending handshakes' conns: a handshake running
+// fails, and a waiting one's idle poller callback runs and fails.
+func closePending(ps []*pendingHandshake) {
+	for _, p := range ps {
+		p.hs.Close()
+	}
+}
