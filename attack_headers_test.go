@@ -170,6 +170,25 @@ func TestAttackHPACKBomb(t *testing.T) {
 	tg.legit(t)
 }
 
+// TestAttackHPACKBombFlood: bombs sent one after the other. Each costs the
+// server decoding up to the list bound, so a connection sending more than
+// ten a second gets GOAWAY ENHANCE_YOUR_CALM.
+func TestAttackHPACKBombFlood(t *testing.T) {
+	tg := attackTarget(t)
+	p := tg.peer(t)
+	insertBombEntry(t, p, 1)
+	block := h2test.EncodeHeaders(h2test.Fields(request(unaryPath)...)...)
+	block = append(block, bytes.Repeat([]byte{0x80 | 62}, 4000)...)
+	var b []byte
+	for i := range 50 {
+		b = h2test.AppendFrame(b, h2frame.TypeHeaders, h2frame.FlagEndHeaders|h2frame.FlagEndStream, uint32(3+2*i), block)
+	}
+	done := flood(p.Conn, b)
+	wantGoAway(t, p, h2frame.ErrCodeEnhanceYourCalm)
+	<-done
+	tg.legit(t)
+}
+
 // TestAttackZeroLengthHeaders: CVE-2019-9516, a header block of thousands
 // of fields with empty names and values. The request is malformed
 // (RFC 9113 §8.2.1): its stream is reset with PROTOCOL_ERROR and nothing of

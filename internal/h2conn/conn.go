@@ -43,7 +43,7 @@ type Conn struct {
 
 	// Owned by the run loop (fields are ordered to pack small ones).
 	emptyData  int16        // consecutive empty DATA frames (at most maxEmptyDataFrames+1)
-	resetCount int16        // resets within the current resetWindow (at most maxResetsPerWindow+unstartedResetWeight)
+	resetCount int16        // resets within the current resetWindow (at most maxResetsPerWindow+oversizedListWeight)
 	inflow     inflow       // connection receive window; given back on receipt
 	lastRead   atomic.Int64 // unix nanoseconds of the end of the last batch of frames read, when keepaliveOn
 

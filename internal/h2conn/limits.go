@@ -113,6 +113,13 @@ const (
 	// otherwise (the idea of hyper's limit on streams reset before the
 	// application accepted them).
 	unstartedResetWeight = 10
+	// oversizedListWeight: how many resets a request refused for its
+	// header list's size (431) counts for. Such a block costs decoding
+	// up to the list bound (hpack/limits.go) and the checks of every
+	// field, many times what it costs the peer to send (the HPACK bomb);
+	// a client whose metadata is too large gets errors on every call
+	// anyway. So ten a second end the connection.
+	oversizedListWeight = 100
 	// maxEmptyDataFrames: DATA frames with neither payload nor END_STREAM
 	// in a row; they cost a dispatch each and carry nothing.
 	maxEmptyDataFrames = 1000

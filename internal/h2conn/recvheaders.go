@@ -60,7 +60,7 @@ func (c *Conn) onHeaders(f *h2frame.HeadersFrame) *Error {
 			c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: id, code: h2frame.ErrCodeNo}, true)
 		}
 		c.mu.Unlock()
-		return nil
+		return c.countResets(oversizedListWeight)
 	}
 	clen, reason := checkRequest(f.Fields)
 	if reason != "" {
