@@ -230,6 +230,10 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 	var src io.Reader = wc
 	if rs, ok := wc.(readySocket); ok && cfg.PooledReads {
 		c.src = &readSource{sock: rs}
+		if fs, ok := rs.(fullSocket); ok {
+			fs.SetLowWater(cfg.RecvLowWater)
+			c.src.full = fs
+		}
 		src = c.src
 	}
 	c.fr = h2frame.NewReader(src, h2frame.ReaderConfig{

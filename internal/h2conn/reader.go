@@ -524,6 +524,7 @@ type readySocket interface {
 // read) nothing but fed bytes come. Owned by the holder of the read role.
 type readSource struct {
 	sock    readySocket
+	full    fullSocket      // sock's ReadFull, when it has one; else nil
 	fed     *bufpool.Buffer // the next bytes, read elsewhere; owned here until taken
 	wait    time.Duration   // bound of a wait for bytes; 0: for good
 	fedOnly bool
@@ -559,6 +560,27 @@ func (s *readSource) Read(p []byte) (int, error) {
 		return 0, errFedMidFrame
 	}
 	return s.sock.Read(p)
+}
+
+// ReadFull reads the rest of a frame (h2frame.FullReader): through the
+// socket's ReadFull where there is one, which waits for all of it (under a
+// receive low-water mark when Config.RecvLowWater is set).
+func (s *readSource) ReadFull(p []byte) error {
+	if s.fedOnly {
+		return errFedMidFrame
+	}
+	if s.full != nil {
+		return s.full.ReadFull(p)
+	}
+	_, err := io.ReadFull(s.sock, p)
+	return err
+}
+
+// fullSocket is what sockio's Linux socket offers for the rest of a frame
+// (sockio.Conn.ReadFull, SetLowWater).
+type fullSocket interface {
+	ReadFull(p []byte) error
+	SetLowWater(on bool)
 }
 
 // close frees bytes fed and never parsed.
