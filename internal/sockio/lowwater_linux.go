@@ -4,6 +4,7 @@ package sockio
 
 import (
 	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,7 +20,8 @@ import (
 // 256 KiB frame comes in several, and each wake-up costs a read that
 // finds the socket empty, a park and a goroutine switch. ReadFull waits
 // instead under a receive low-water mark (SO_RCVLOWAT) of the bytes still
-// missing, so that the kernel wakes the reader once they are all there.
+// missing, less lowWaterEarly, so that the kernel wakes the reader once
+// they are (nearly) all there.
 //
 // The mark never reaches past the frame being read. Those bytes are the
 // only ones the peer can send next: nothing (a PING, a RST_STREAM, a
@@ -49,8 +51,14 @@ import (
 // kernels get no mark.
 
 // lowWaterMin is the least number of missing bytes worth a mark: below it
-// the wake-ups saved cost less than the setsockopt.
+// the wake-ups saved cost less than the setsockopt. It is at least twice
+// lowWaterEarly.
 const lowWaterMin = 32 << 10
+
+// lowWaterEarly is how much less than the missing bytes a mark asks for,
+// so that the reader wakes while the last of them are still arriving and
+// its reads overlap with them.
+const lowWaterEarly = 16 << 10
 
 // lowWaterMax caps a mark; the kernel caps it again at half the receive
 // buffer's limit (tcp_rmem[2], or SO_RCVBUF when the user set it).
@@ -114,6 +122,9 @@ func (c *Conn) ReadFull(p []byte) error {
 	case err == io.EOF:
 		return io.EOF
 	}
+	if _, ok := err.(*net.OpError); ok {
+		return err // RawConn.Read's, renamed by rawOpErr
+	}
 	return opError(c.Conn, "read", err)
 }
 
@@ -144,7 +155,7 @@ func (f *readFullCall) park(fd uintptr) bool {
 	want := int32(1)
 	if c.lowWater && lowWaterKernel() {
 		if miss := len(f.p) - f.got; miss >= lowWaterMin {
-			want = int32(min(miss, lowWaterMax))
+			want = int32(min(miss-lowWaterEarly, lowWaterMax))
 		}
 	}
 	if want != c.mark && (want > 1 || c.mark > 1) {
