@@ -217,14 +217,15 @@ func (c *Conn) lowerMark(fd uintptr) error {
 }
 
 // lowerMarkOutside is lowerMark for callers without the descriptor at
-// hand (Read, OnReadable).
+// hand (Read, OnReadable). On a closed conn it does nothing: what the
+// caller does next reports the close.
 func (c *Conn) lowerMarkOutside() error {
 	if c.mark <= 1 {
 		return nil
 	}
 	var serr error
-	if err := c.w.rc.Control(func(fd uintptr) { serr = c.lowerMark(fd) }); err != nil {
-		return err
+	if c.w.rc.Control(func(fd uintptr) { serr = c.lowerMark(fd) }) != nil {
+		return nil
 	}
 	return serr
 }

@@ -155,10 +155,9 @@ func (dc *readEachCall) readOnce(fd uintptr) bool {
 }
 
 // park readies the wait that follows a false return: a mark ReadFull left
-// is lowered (lowerMark); with a bound, the
-// read deadline is armed (or re-armed, when less than half the bound is
-// left) so that the wait gives up after between half the bound and the
-// bound, as ReadWait says it now.
+// is lowered (lowerMark); with a bound, the read deadline is armed (or
+// re-armed, when less than half the bound is left) so that the wait gives
+// up after between half the bound and the bound, as ReadWait says it now.
 func (dc *readEachCall) park(fd uintptr) bool {
 	if err := dc.c.lowerMark(fd); err != nil {
 		dc.err = err

@@ -270,8 +270,10 @@ type Conn struct {
 	// fd is the socket's descriptor, recorded by Wrap for OnReadable and
 	// Close, which use it only while closed is false (the descriptor is
 	// open until Close closes the wrapped conn).
-	fd      int32
-	mark    int32  // the mark ReadFull left on the socket (0 or 1: the kernel's default); owned by the reading goroutine
+	fd int32
+	// mark is the low-water mark ReadFull left on the socket (0 or 1:
+	// the kernel's default); owned by the reading goroutine.
+	mark    int32
 	onReady func() // the armed callback, or nil; guarded by idle.mu
 }
 
@@ -402,8 +404,9 @@ func (r *readCall) readOnce(fd uintptr) bool {
 }
 
 // parkWithin is readOnce's return before a wait: it lowers a mark ReadFull
-// left (lowerMark), and for ReadReadyWithin it bounds the wait, arming the deadline only when there is a wait and none
-// is armed. It returns done, or true when arming failed (r.err).
+// left (lowerMark), and for ReadReadyWithin it bounds the wait, arming the
+// deadline only when there is a wait and none is armed. It returns done,
+// or true when lowering or arming failed (r.err).
 func (r *readCall) parkWithin(fd uintptr, done bool) bool {
 	if err := r.c.lowerMark(fd); err != nil {
 		r.err = err
