@@ -250,6 +250,7 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		MaxHeaderListSize:            cc.opts.maxHeaderListSize,
 		Pool:                         cc.pool,
 		PooledReads:                  pooledReads(cc.opts.readBufferPooling),
+		RecvLowWater:                 recvLowWater(cc.opts.recvLowWater),
 		KeepaliveTime:                cc.opts.kp.Time,
 		KeepaliveTimeout:             cc.opts.kp.Timeout,
 		KeepalivePermitWithoutStream: cc.opts.kp.PermitWithoutStream,
@@ -314,6 +315,13 @@ func pooledReads(opt *bool) bool {
 		return *opt
 	}
 	return sockio.PooledReadsDefault()
+}
+
+func recvLowWater(opt *bool) bool {
+	if opt != nil {
+		return *opt
+	}
+	return sockio.LowWaterDefault()
 }
 
 // pruneDone drops the connections that have ended.

@@ -37,6 +37,7 @@ type serverOptions struct {
 	initialConnWindow    int32
 	bufferPool           mem.BufferPool
 	readBufferPooling    *bool
+	recvLowWater         *bool
 	creds                credentials.TransportCredentials
 	unknownHandler       grpc.StreamHandler
 	codec                encoding.CodecV2
@@ -267,6 +268,15 @@ func ReadBufferPooling(on bool) ServerOption {
 	return serverOptionFunc(func(o *serverOptions) { o.readBufferPooling = &on })
 }
 
+// RecvLowWater turns the receive low-water mark on or off (default: on
+// unless LEANGRPC_RCVLOWAT=0): on Linux, with pooled reads, the reader waits
+// for the rest of a large DATA frame under SO_RCVLOWAT, so that the kernel
+// wakes it once for the whole frame rather than for each part. Elsewhere it
+// has no effect.
+func RecvLowWater(on bool) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.recvLowWater = &on })
+}
+
 // Creds sets the credentials every accepted connection goes through
 // (default: none, plaintext).
 func Creds(c credentials.TransportCredentials) ServerOption {
@@ -295,6 +305,7 @@ type dialOptions struct {
 	dialer            func(context.Context, string) (net.Conn, error)
 	bufferPool        mem.BufferPool
 	readBufferPooling *bool
+	recvLowWater      *bool
 	backoff           backoffConfig
 	idleTimeout       time.Duration // WithIdleTimeout; 0 disables
 	perRPC            []credentials.PerRPCCredentials
@@ -465,4 +476,10 @@ func WithBufferPool(p mem.BufferPool) DialOption {
 // WithReadBufferPooling turns pooled reads on or off.
 func WithReadBufferPooling(on bool) DialOption {
 	return dialOptionFunc(func(o *dialOptions) { o.readBufferPooling = &on })
+}
+
+// WithRecvLowWater turns the receive low-water mark on or off; see
+// RecvLowWater.
+func WithRecvLowWater(on bool) DialOption {
+	return dialOptionFunc(func(o *dialOptions) { o.recvLowWater = &on })
 }

@@ -97,6 +97,7 @@ func NewServer(opts ...ServerOption) *Server {
 		HeaderTableSize:         o.headerTableSize,
 		Pool:                    pool,
 		PooledReads:             pooledReads(o.readBufferPooling),
+		RecvLowWater:            recvLowWater(o.recvLowWater),
 		PingMinTime:             o.kep.MinTime,
 		PingPermitWithoutStream: o.kep.PermitWithoutStream,
 		MaxConnectionIdle:       o.kp.MaxConnectionIdle,

@@ -69,10 +69,13 @@ func dialBalanced(im *impl, addrs []string, policy string, sec *benchTLS) (grpc.
 	r := benchResolver{addrs: addrs, config: lbConfig(policy)}
 	target := benchResolverScheme + ":///backends"
 	switch im.name {
-	case stackLean, stackLeanNoPool:
+	case stackLean, stackLeanNoPool, stackLeanNoLowWater:
 		opts := append(leanClientCreds(sec), leangrpc.WithResolvers(r))
-		if im.name == stackLeanNoPool {
+		switch im.name {
+		case stackLeanNoPool:
 			opts = append(opts, leangrpc.WithReadBufferPooling(false))
+		case stackLeanNoLowWater:
+			opts = append(opts, leangrpc.WithRecvLowWater(false))
 		}
 		cc, err := leangrpc.NewClient(target, opts...)
 		if err != nil {
@@ -84,7 +87,8 @@ func dialBalanced(im *impl, addrs []string, policy string, sec *benchTLS) (grpc.
 		if creds == nil {
 			creds = insecure.NewCredentials()
 		}
-		cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds), grpc.WithResolvers(r))
+		cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds), grpc.WithResolvers(r),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxBenchMsg)))
 		if err != nil {
 			return nil, nil, err
 		}

@@ -95,6 +95,21 @@ var impls = map[string]*impl{
 			return cc, cc.Close, nil
 		},
 	},
+	// leangrpc with the receive low-water mark switched off on both sides,
+	// to measure what the mark saves.
+	stackLeanNoLowWater: {
+		name: stackLeanNoLowWater,
+		newServer: func(sec *benchTLS) grpcServer {
+			return leangrpc.NewServer(append(leanServerCreds(sec), leangrpc.RecvLowWater(false))...)
+		},
+		dial: func(addr string, sec *benchTLS) (grpc.ClientConnInterface, func() error, error) {
+			cc, err := leangrpc.NewClient(addr, append(leanClientCreds(sec), leangrpc.WithRecvLowWater(false))...)
+			if err != nil {
+				return nil, nil, err
+			}
+			return cc, cc.Close, nil
+		},
+	},
 	// raw: length-prefixed messages over TCP, the floor (raw.go). It has
 	// no gRPC client; its workers dial for themselves.
 	stackRaw: {
@@ -104,7 +119,7 @@ var impls = map[string]*impl{
 	"grpc-go": {
 		name: "grpc-go",
 		newServer: func(sec *benchTLS) grpcServer {
-			var opts []grpc.ServerOption
+			opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxBenchMsg)}
 			if sec != nil {
 				opts = append(opts, grpc.Creds(sec.serverCreds()))
 			}
@@ -115,7 +130,8 @@ var impls = map[string]*impl{
 			if creds == nil {
 				creds = insecure.NewCredentials()
 			}
-			cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(creds))
+			cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(creds),
+				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxBenchMsg)))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -126,19 +142,27 @@ var impls = map[string]*impl{
 
 // leanServerCreds and leanClientCreds are the options that put a leangrpc
 // server or client on sec's TLS; none for plaintext.
+// They also raise the receive limit to maxBenchMsg, as the grpc-go stack
+// does.
 func leanServerCreds(sec *benchTLS) []leangrpc.ServerOption {
+	opts := []leangrpc.ServerOption{leangrpc.MaxRecvMsgSize(maxBenchMsg)}
 	if sec == nil {
-		return nil
+		return opts
 	}
-	return []leangrpc.ServerOption{leangrpc.Creds(sec.serverCreds())}
+	return append(opts, leangrpc.Creds(sec.serverCreds()))
 }
 
 func leanClientCreds(sec *benchTLS) []leangrpc.DialOption {
+	opts := []leangrpc.DialOption{leangrpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxBenchMsg))}
 	if sec == nil {
-		return nil
+		return opts
 	}
-	return []leangrpc.DialOption{leangrpc.WithTransportCredentials(sec.clientCreds())}
+	return append(opts, leangrpc.WithTransportCredentials(sec.clientCreds()))
 }
+
+// maxBenchMsg is every gRPC stack's receive limit, above the default 4 MiB
+// so that messages of 16 MB can be measured.
+const maxBenchMsg = 64 << 20
 
 // stack is a client implementation talking to a server implementation.
 // Its name is the implementation's name when both sides are the same, and
@@ -154,8 +178,11 @@ const (
 	// stackLeanNoPool is leangrpc with pooled reads off; it only runs when
 	// named in -stacks (not part of "all").
 	stackLeanNoPool = "leangrpc-nopool"
-	allStacks       = "leangrpc,grpc-go,leangrpc>grpc-go,grpc-go>leangrpc"
-	fileSuffix      = "_to_" // replaces ">" in profile file names
+	// stackLeanNoLowWater is leangrpc with the receive low-water mark off;
+	// it only runs when named in -stacks.
+	stackLeanNoLowWater = "leangrpc-nolowat"
+	allStacks           = "leangrpc,grpc-go,leangrpc>grpc-go,grpc-go>leangrpc"
+	fileSuffix          = "_to_" // replaces ">" in profile file names
 )
 
 func parseStacks(list string) ([]stack, error) {
@@ -181,7 +208,7 @@ func parseStacks(list string) ([]stack, error) {
 		ci, cok := impls[c]
 		si, sok := impls[s]
 		if !cok || !sok {
-			return nil, fmt.Errorf("unknown stack %q (want leangrpc, grpc-go, leangrpc>grpc-go, grpc-go>leangrpc, raw, leangrpc-nopool, all, or -baseline's name)", name)
+			return nil, fmt.Errorf("unknown stack %q (want leangrpc, grpc-go, leangrpc>grpc-go, grpc-go>leangrpc, raw, leangrpc-nopool, leangrpc-nolowat, all, or -baseline's name)", name)
 		}
 		if mixed && c != s && (ci.exe != "" || si.exe != "") {
 			// A throughput run has client and server in one process.

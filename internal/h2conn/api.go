@@ -68,6 +68,12 @@ type Config struct {
 	// bytes are pending (see sockio). Callers usually pass
 	// sockio.PooledReadsDefault().
 	PooledReads bool
+	// RecvLowWater lets the reader wait for the rest of a large frame
+	// under a receive low-water mark (SO_RCVLOWAT), so that the kernel
+	// wakes it once for all of it, on sockets with pooled reads that
+	// offer it (sockio's ReadFull, Linux); elsewhere it does nothing.
+	// Callers usually pass sockio.LowWaterDefault().
+	RecvLowWater bool
 	// SettingsTimeout bounds the wait for the peer's SETTINGS ACK (0:
 	// DefaultSettingsTimeout; negative: no timeout).
 	SettingsTimeout time.Duration

@@ -230,6 +230,13 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 	var src io.Reader = wc
 	if rs, ok := wc.(readySocket); ok && cfg.PooledReads {
 		c.src = &readSource{sock: rs, conn: c}
+		if fs, ok := rs.(fullSocket); ok {
+			fs.SetLowWater(cfg.RecvLowWater)
+			if role == RoleServer && cfg.FrameStallTimeout > 0 {
+				c.src.onProgress = c.src.progress
+			}
+			c.src.full = fs
+		}
 		src = c.src
 	}
 	c.fr = h2frame.NewReader(src, h2frame.ReaderConfig{

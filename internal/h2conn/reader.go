@@ -527,10 +527,14 @@ type readySocket interface {
 // ErrWouldBlock. With fedOnly set (a ReadEach parsing the whole frames it
 // read) nothing but fed bytes come. Owned by the holder of the read role.
 type readSource struct {
-	sock    readySocket
-	fed     *bufpool.Buffer // the next bytes, read elsewhere; owned here until taken
-	wait    time.Duration   // bound of a wait for bytes; 0: for good
-	fedOnly bool
+	sock readySocket
+	full fullSocket // sock's ReadFull, when it has one; else nil
+	// onProgress is progress bound once, on a server with a stall bound;
+	// what full's ReadFull calls as bytes come.
+	onProgress func()
+	fed        *bufpool.Buffer // the next bytes, read elsewhere; owned here until taken
+	wait       time.Duration   // bound of a wait for bytes; 0: for good
+	fedOnly    bool
 	// awaiting is set while a server waits for the client's greeting, and
 	// greeting holds its bytes that came in parts (greeting.go).
 	greeting []byte
@@ -574,6 +578,41 @@ func (s *readSource) Read(p []byte) (int, error) {
 	n, err := s.sock.Read(p)
 	s.leaveRead()
 	return n, err
+}
+
+// ReadFull reads the rest of a frame (h2frame.FullReader): through the
+// socket's ReadFull where there is one, which waits for all of it (under a
+// receive low-water mark when Config.RecvLowWater is set). Each arrival
+// inside it counts as progress for the stall watch (stall.go), so that a
+// large frame arriving slowly but steadily is not taken for a stall.
+func (s *readSource) ReadFull(p []byte) error {
+	if s.fedOnly {
+		return errFedMidFrame
+	}
+	if s.full == nil {
+		_, err := io.ReadFull(s, p)
+		return err
+	}
+	s.enterRead()
+	err := s.full.ReadFull(p, s.onProgress)
+	s.leaveRead()
+	return err
+}
+
+// progress is the socket's ReadFull progress hook (readSource.onProgress,
+// bound once): bytes of the frame came, so the read under way is a new one
+// for the stall watch.
+func (s *readSource) progress() {
+	if w := s.stall; w != nil {
+		w.reads.Add(1)
+	}
+}
+
+// fullSocket is what sockio's Linux socket offers for the rest of a frame
+// (sockio.Conn.ReadFull, SetLowWater).
+type fullSocket interface {
+	ReadFull(p []byte, progress func()) error
+	SetLowWater(on bool)
 }
 
 // close frees bytes fed and never parsed, and stops the stall watch.

@@ -27,6 +27,18 @@ type BufferSource interface {
 	NextBuffer(pool *bufpool.Pool, size int) (*bufpool.Buffer, error)
 }
 
+// FullReader is a source that reads a known number of bytes itself: the
+// Reader gives it the rest of a frame whose length it knows (a large DATA
+// payload, a frame longer than its read buffer) in one call, so that the
+// source can wait until they are all there (sockio's ReadFull, under a
+// receive low-water mark) rather than wake for each part as Read would.
+type FullReader interface {
+	// ReadFull fills p, returning nil, io.EOF when the source ended before
+	// any byte of p, or another error (io.ErrUnexpectedEOF when it ended
+	// inside p).
+	ReadFull(p []byte) error
+}
+
 // ErrWouldBlock is what a BufferSource's NextBuffer returns when it has no
 // bytes to give now, and ReadFrame returns then, holding no read buffer. It
 // is not an error of the connection: the Reader goes on at the next call.
@@ -557,10 +569,14 @@ func unexpected(err error) error {
 }
 
 // readRest reads len(p) bytes straight from the source, bypassing the read
-// buffer (which the caller has emptied).
+// buffer (which the caller has emptied): with one call to a FullReader, else
+// with io.ReadFull.
 func (r *Reader) readRest(p []byte) error {
 	if len(p) == 0 {
 		return nil
+	}
+	if fr, ok := r.src.(FullReader); ok {
+		return unexpected(fr.ReadFull(p))
 	}
 	if _, err := io.ReadFull(r.src, p); err != nil {
 		return unexpected(err)

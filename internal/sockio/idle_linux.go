@@ -170,6 +170,9 @@ func (p *idlePoller) harvest(fd uintptr) bool {
 // time: the caller must not call OnReadable again before fn runs, nor read
 // meanwhile.
 func (c *Conn) OnReadable(fn func()) error {
+	if err := c.lowerMarkOutside(); err != nil {
+		return opError(c.Conn, "read", err)
+	}
 	p := &idle
 	if err := p.start(); err != nil {
 		return err

@@ -133,7 +133,7 @@ func (dc *readEachCall) readOnce(fd uintptr) bool {
 	for {
 		if dc.parkNext {
 			dc.parkNext = false
-			return dc.park()
+			return dc.park(fd)
 		}
 		b, err := readPooled(fd, dc.pool, dc.size)
 		if err != nil {
@@ -142,7 +142,7 @@ func (dc *readEachCall) readOnce(fd uintptr) bool {
 				return true
 			}
 			readEachEmptyReads.Add(1)
-			return dc.park()
+			return dc.park(fd)
 		}
 		short := b.Len() < dc.size
 		more, derr := dc.d.HandleRead(b) // ownership of b passes to the ReadHandler
@@ -154,11 +154,15 @@ func (dc *readEachCall) readOnce(fd uintptr) bool {
 	}
 }
 
-// park readies the wait that follows a false return: with a bound, the
-// read deadline is armed (or re-armed, when less than half the bound is
-// left) so that the wait gives up after between half the bound and the
-// bound, as ReadWait says it now.
-func (dc *readEachCall) park() bool {
+// park readies the wait that follows a false return: a mark ReadFull left
+// is lowered (lowerMark); with a bound, the read deadline is armed (or
+// re-armed, when less than half the bound is left) so that the wait gives
+// up after between half the bound and the bound, as ReadWait says it now.
+func (dc *readEachCall) park(fd uintptr) bool {
+	if err := dc.c.lowerMark(fd); err != nil {
+		dc.err = err
+		return true
+	}
 	within := dc.d.ReadWait()
 	if within <= 0 {
 		return false

@@ -6,8 +6,9 @@
 // that a wrapped conn implements or not, found by type assertion where they
 // are used: WriteVec (every wrapper), ReadReady, TryReadReady and
 // ReadReadyWithin (the waits of h2conn's reader), ReadEach (reads in one
-// callback, with a ReadHandler), FlushReadyWithin (with a Flusher) and
-// OnReadable (the idle poller). The interfaces the engine hands to sockio,
+// callback, with a ReadHandler), FlushReadyWithin (with a Flusher),
+// OnReadable (the idle poller) and ReadFull (the rest of a frame, under a
+// receive low-water mark). The interfaces the engine hands to sockio,
 // ReadHandler and Flusher, are declared here, on every platform. A conn without a capability is
 // read the portable way: a reader goroutine in Read, with one read buffer
 // per connection, parked in Read while the connection is idle.
@@ -15,7 +16,7 @@
 // Wrap picks one of four paths for a connection:
 //   - Linux, a conn exposing syscall.Conn (TCP, Unix), pooled reads on:
 //     *Conn, with every capability above (sys_conn_linux.go,
-//     readeach_linux.go, idle_linux.go);
+//     readeach_linux.go, idle_linux.go, lowwater_linux.go);
 //   - the same with pooled reads off: *VecConn, WriteVec only;
 //   - Linux, a TLS conn whose handshake was given ForTLSHandshake's conn:
 //     the *TLSConn SecuredTLS returns, with ReadReady, ReadReadyWithin,
@@ -88,6 +89,18 @@ func Wrap(c net.Conn, pooled bool) net.Conn {
 // rollback switch).
 func PooledReadsDefault() bool {
 	v, ok := os.LookupEnv("LEANGRPC_READ_BUFFER_POOLING")
+	if !ok {
+		return true
+	}
+	b, err := strconv.ParseBool(v)
+	return err != nil || b
+}
+
+// LowWaterDefault reports whether a *Conn's ReadFull waits under a
+// receive low-water mark by default (SetLowWater): true unless the
+// environment sets LEANGRPC_RCVLOWAT to 0 or false (the rollback switch).
+func LowWaterDefault() bool {
+	v, ok := os.LookupEnv("LEANGRPC_RCVLOWAT")
 	if !ok {
 		return true
 	}

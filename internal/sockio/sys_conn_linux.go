@@ -258,14 +258,23 @@ type Conn struct {
 	rdl int64
 
 	// The OnReadable registration (idle_linux.go); guarded by idle.mu.
-	closed  bool   // Close ran
-	inEpoll bool   // the socket is in the idle poller's epoll set
-	pollGen uint32 // the registration's number
+	closed  bool // Close ran
+	inEpoll bool // the socket is in the idle poller's epoll set
+
+	// lowWater says whether ReadFull may set a receive low-water mark
+	// (lowwater_linux.go); placed here so that the Conn stays within 64
+	// bytes. Set before the first read.
+	lowWater bool
+
+	pollGen uint32 // the registration's number; guarded by idle.mu
 	// fd is the socket's descriptor, recorded by Wrap for OnReadable and
 	// Close, which use it only while closed is false (the descriptor is
 	// open until Close closes the wrapped conn).
-	fd      int32
-	onReady func() // the armed callback, or nil
+	fd int32
+	// mark is the low-water mark ReadFull left on the socket (0 or 1:
+	// the kernel's default); owned by the reading goroutine.
+	mark    int32
+	onReady func() // the armed callback, or nil; guarded by idle.mu
 }
 
 // readCall is the state of one ReadReady, taken from readCalls for its
@@ -380,7 +389,7 @@ func (r *readCall) readOnce(fd uintptr) bool {
 		if r.ferr = f.Flush(); r.ferr != nil {
 			return true
 		}
-		return r.parkWithin(false)
+		return r.parkWithin(fd, false)
 	}
 	b, err := readPooled(fd, r.pool, r.size)
 	if err != nil {
@@ -388,16 +397,21 @@ func (r *readCall) readOnce(fd uintptr) bool {
 			r.err = err
 			return true
 		}
-		return r.parkWithin(r.try) // TryReadReady: done, with no buffer
+		return r.parkWithin(fd, r.try) // TryReadReady: done, with no buffer
 	}
 	r.buf = b // ownership passes to ReadReady's caller
 	return true
 }
 
-// parkWithin is readOnce's return before a wait: for ReadReadyWithin it
-// bounds the wait, arming the deadline only when there is a wait and none
-// is armed. It returns done, or true when arming failed (r.err).
-func (r *readCall) parkWithin(done bool) bool {
+// parkWithin is readOnce's return before a wait: it lowers a mark ReadFull
+// left (lowerMark), and for ReadReadyWithin it bounds the wait, arming the
+// deadline only when there is a wait and none is armed. It returns done,
+// or true when lowering or arming failed (r.err).
+func (r *readCall) parkWithin(fd uintptr, done bool) bool {
+	if err := r.c.lowerMark(fd); err != nil {
+		r.err = err
+		return true
+	}
 	if c := r.c; r.within > 0 && c.rdl == 0 {
 		if err := c.arm(monoNow(), r.within); err != nil {
 			r.err = err
@@ -499,6 +513,9 @@ func readSome(fd uintptr, p []byte) (int, error) {
 // ReadReady.
 func (c *Conn) Read(p []byte) (int, error) {
 	if err := c.disarm(); err != nil {
+		return 0, opError(c.Conn, "read", err)
+	}
+	if err := c.lowerMarkOutside(); err != nil {
 		return 0, opError(c.Conn, "read", err)
 	}
 	return c.Conn.Read(p)
