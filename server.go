@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leangrpc/leangrpc/internal/budget"
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/grpcwire"
 	"github.com/leangrpc/leangrpc/internal/h2conn"
@@ -114,6 +115,10 @@ func NewServer(opts ...ServerOption) *Server {
 	// SETTINGS too; the engine's own timer bounds them, from the end of
 	// the credentials handshake.
 	s.h2cfg.PrefaceTimeout = o.connTimeout
+	s.h2cfg.Budget = budget.Default()
+	if o.memoryBudget > 0 {
+		s.h2cfg.Budget = budget.New(o.memoryBudget)
+	}
 	return s
 }
 
@@ -202,6 +207,12 @@ func (s *Server) Serve(lis net.Listener) error {
 			return err
 		}
 		delay = 0
+		if s.h2cfg.Budget.RefusesConns() {
+			// The memory budget is under pressure: a new connection
+			// would add to it before it could be refused anything.
+			nc.Close()
+			continue
+		}
 		// The count goes up under mu, where Stop and GracefulStop set
 		// stopped before they wait for it: a connection accepted as the
 		// server stops is either counted before the wait or closed here,
@@ -225,10 +236,14 @@ func (s *Server) Serve(lis net.Listener) error {
 func (s *Server) serveConn(nc net.Conn) {
 	var auth credentials.AuthInfo
 	if s.opts.creds != nil {
+		// The handshake's state is charged to the budget while it runs
+		// (budget.HandshakeBytes).
+		s.h2cfg.Budget.Charge(budget.HandshakeBytes)
 		nc.SetDeadline(time.Now().Add(s.opts.connTimeout))
 		hs := forHandshake(nc, s.opts.creds, s.h2cfg.PooledReads)
 		c, a, err := s.opts.creds.ServerHandshake(hs)
 		nc.SetDeadline(time.Time{})
+		s.h2cfg.Budget.Charge(-budget.HandshakeBytes)
 		if err != nil {
 			// A conn the credentials dispatched elsewhere is theirs
 			// now: left open, as grpc-go leaves it, without the

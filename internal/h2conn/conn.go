@@ -238,6 +238,7 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 		MaxHeaderListSize:  cfg.MaxHeaderListSize,
 		MaxHeaderTableSize: cfg.HeaderTableSize,
 		NoPooledReads:      !cfg.PooledReads,
+		Ledger:             newLedger(&cfg, role),
 	})
 	c.fr.SetDataSink((*connSink)(c)) // DATA of a gathered message lands in its buffer (sink.go)
 	c.fw = h2frame.NewWriter(wc, h2frame.WriterConfig{Pool: cfg.Pool})
@@ -324,6 +325,7 @@ func (c *Conn) runOnEnd() {
 // when it ends; onEnd runs once the connection has ended, on whichever
 // goroutine ends it.
 func (c *Conn) ServeAsync(onEnd func()) {
+	c.registerLedger()
 	if onEnd != nil {
 		c.mu.Lock()
 		c.notifyLocked().onEnd = onEnd
@@ -352,6 +354,7 @@ func (c *Conn) ServeAsync(onEnd func()) {
 // graceful end (GOAWAY exchanged, or Close), else the error that ended the
 // connection (an *Error).
 func (c *Conn) Serve() error {
+	c.registerLedger()
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -388,6 +391,9 @@ func (e *Error) graceful() bool {
 // read side and marks the connection done.
 func (c *Conn) finish() {
 	c.fr.Close()
+	// The read side is released; what handlers have not read yet stays
+	// charged until they free it.
+	c.ledger().Close()
 	if c.src != nil {
 		c.src.close()
 	}
@@ -892,6 +898,7 @@ func (c *Conn) failAllStreamsLocked(err *Error) []hookCall {
 	}
 	// Control frames queued for a dead connection are dropped.
 	c.ctrl = c.ctrl[:0]
+	c.ledger().Release(int64(c.peerControl) * ctrlFrameBytes)
 	c.peerControl = 0
 	return hooks
 }
