@@ -339,12 +339,23 @@ func (l *Ledger) settle(exact bool) {
 		default:
 			return
 		}
+		// The account moves up before the reservation and down after
+		// it, so that it never shows less than the reservations: a
+		// concurrent release cannot take it below zero.
+		d := (target - r) * granule
+		if d > 0 {
+			if l.acct.used.Add(d) >= l.acct.limit {
+				l.acct.startShedding()
+			}
+		}
 		if !l.reserved.CompareAndSwap(r, target) {
+			if d > 0 {
+				l.acct.used.Add(-d)
+			}
 			continue
 		}
-		d := (target - r) * granule
-		if l.acct.used.Add(d) >= l.acct.limit && d > 0 {
-			l.acct.startShedding()
+		if d < 0 {
+			l.acct.used.Add(d)
 		}
 	}
 }

@@ -821,6 +821,12 @@ func (c *Conn) fail(err *Error) {
 	c.closing = true
 	c.closeErr = err
 	c.stopTimersLocked()
+	if !err.graceful() {
+		// Nothing queued goes out any more (the GOAWAY below is written
+		// directly): the memory goes now, not after a flush in progress
+		// against a peer that may not read.
+		c.dropCtrlLocked()
+	}
 	c.closeGoingAwayLocked()
 	sendGoAway := err.Initiator != InitiatorPeer && !(c.goAwaySent && err.Code == h2frame.ErrCodeNo)
 	// Bound a flush in progress (and ours) against a peer that does not
@@ -896,11 +902,16 @@ func (c *Conn) failAllStreamsLocked(err *Error) []hookCall {
 			hooks = append(hooks, hookCall{h, serr})
 		}
 	}
-	// Control frames queued for a dead connection are dropped.
+	c.dropCtrlLocked()
+	return hooks
+}
+
+// dropCtrlLocked drops the control frames queued for a connection that is
+// ending, and gives their memory back.
+func (c *Conn) dropCtrlLocked() {
 	c.ctrl = c.ctrl[:0]
 	c.ledger().Release(int64(c.peerControl) * ctrlFrameBytes)
 	c.peerControl = 0
-	return hooks
 }
 
 func (c *Conn) closeGoingAwayLocked() {
