@@ -76,8 +76,9 @@ func shedReactions(t *testing.T, peers []*h2test.Peer, d time.Duration) (shed, r
 }
 
 // servedClient returns a client connected (and served once) before the
-// attack; call checks it is still served.
-func servedClient(t *testing.T, tg *target) (call func(what string)) {
+// attack; call checks it is still served, and end closes it (its
+// connection may keep a spare granule of the budget while it lives).
+func servedClient(t *testing.T, tg *target) (call func(what string), end func()) {
 	t.Helper()
 	cc, err := leangrpc.NewClient(tg.addr, leangrpc.WithInsecure())
 	if err != nil {
@@ -92,7 +93,7 @@ func servedClient(t *testing.T, tg *target) (call func(what string)) {
 		}
 	}
 	call("before the attack")
-	return call
+	return call, func() { cc.Close() }
 }
 
 // TestAttackBudgetUnreadData: on many connections, unary requests that
@@ -104,7 +105,7 @@ func servedClient(t *testing.T, tg *target) (call func(what string)) {
 func TestAttackBudgetUnreadData(t *testing.T) {
 	const budget = 8 << 20
 	tg := attackTarget(t, leangrpc.MemoryBudget(budget))
-	call := servedClient(t, tg)
+	call, end := servedClient(t, tg)
 	const conns, streams, each = 8, 4, 512 << 10 // 16 MiB together
 	prefix := make([]byte, 5)
 	binary.BigEndian.PutUint32(prefix[1:], 3<<20)
@@ -160,6 +161,7 @@ func TestAttackBudgetUnreadData(t *testing.T) {
 	for _, p := range peers {
 		p.Close()
 	}
+	end()
 	tg.checkMemory(t, 0)
 	tg.legit(t)
 }
@@ -171,7 +173,7 @@ func TestAttackBudgetUnreadData(t *testing.T) {
 func TestAttackBudgetControlFrames(t *testing.T) {
 	const budget = 1 << 20
 	tg := attackTarget(t, leangrpc.MemoryBudget(budget))
-	call := servedClient(t, tg)
+	call, end := servedClient(t, tg)
 	const conns = 8
 	settings := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint16(nil, uint16(h2frame.SettingInitialWindowSize)), 1<<16)
 	var b []byte
@@ -228,6 +230,7 @@ func TestAttackBudgetControlFrames(t *testing.T) {
 	for _, p := range peers {
 		p.Close()
 	}
+	end()
 	tg.checkMemory(t, 0)
 	tg.legit(t)
 }
@@ -240,7 +243,7 @@ func TestAttackBudgetControlFrames(t *testing.T) {
 func TestAttackBudgetRefusesConnections(t *testing.T) {
 	const budget = 2 << 20
 	tg := attackTarget(t, leangrpc.MemoryBudget(budget))
-	call := servedClient(t, tg)
+	call, end := servedClient(t, tg)
 	p := tg.peer(t)
 	prefix := make([]byte, 5)
 	binary.BigEndian.PutUint32(prefix[1:], 3<<20)
@@ -270,6 +273,7 @@ func TestAttackBudgetRefusesConnections(t *testing.T) {
 	p.WantRST(5, h2frame.ErrCodeRefusedStream)
 	call("under pressure")
 	p.Close()
+	end()
 	tg.checkMemory(t, 0)
 	tg.legit(t)
 }

@@ -377,3 +377,13 @@ func (l *Ledger) RefusesStreams() bool {
 	h := l.held.Load()
 	return h > 0 && h >= u/max(a.conns.Load(), 1)-2*granule
 }
+
+// OverLimit reports whether the account is at its limit and l holds at
+// least its share (as RefusesStreams counts it): the connection should end
+// rather than take more.
+func (l *Ledger) OverLimit() bool {
+	if l == nil || l.acct.used.Load() < l.acct.limit {
+		return false
+	}
+	return l.RefusesStreams()
+}

@@ -147,6 +147,13 @@ func TestRefusesStreamsAboveShare(t *testing.T) {
 	if ls[2].RefusesStreams() {
 		t.Error("a connection holding nothing refused")
 	}
+	if ls[1].OverLimit() {
+		t.Error("over the limit at the soft level")
+	}
+	ls[3].Charge(1 << 20) // 4 MiB: at the limit
+	if !ls[1].OverLimit() || ls[2].OverLimit() {
+		t.Errorf("at the limit: OverLimit %v for the biggest, %v for an empty one; want true, false", ls[1].OverLimit(), ls[2].OverLimit())
+	}
 	for i, l := range ls {
 		l.Release(l.Held())
 		l.Close()

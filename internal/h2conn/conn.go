@@ -688,15 +688,12 @@ func (c *Conn) resetStream(id uint32, code h2frame.ErrCode, reason string) *Erro
 		hook = c.failStreamLocked(s, err)
 	}
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: id, code: code}, true)
-	overflow := c.peerControl > maxQueuedControlFrames
+	cerr := c.ctrlQueueErrLocked()
 	c.mu.Unlock()
 	if hook != nil {
 		hook(err)
 	}
-	if overflow {
-		return connErr(h2frame.ErrCodeEnhanceYourCalm, "control_queue_full")
-	}
-	return nil
+	return cerr
 }
 
 // countReset enforces maxResetsPerWindow.

@@ -62,6 +62,22 @@ func (cs *connShedder) Shed() {
 // registerLedger lists the connection with its account once it serves.
 func (c *Conn) registerLedger() { c.ledger().Register((*connShedder)(c)) }
 
+// ctrlQueueErrLocked returns the error that ends a connection whose
+// control frames queued for the peer are too many: over
+// maxQueuedControlFrames, or any while the budget is over its limit and the
+// connection holds more than its share. The second ends an offender at
+// once, on its reader, rather than when the shedding pass gets to run: a
+// flood of small frames grows fast.
+func (c *Conn) ctrlQueueErrLocked() *Error {
+	if c.peerControl > maxQueuedControlFrames {
+		return connErr(h2frame.ErrCodeEnhanceYourCalm, "control_queue_full")
+	}
+	if c.ledger().OverLimit() {
+		return connErr(h2frame.ErrCodeEnhanceYourCalm, "memory_budget")
+	}
+	return nil
+}
+
 // headerListBytes is the size of a header list as RFC 9113 §6.5.2 counts
 // it: names, values and 32 bytes per field.
 func headerListBytes(fields []hpack.HeaderField) int64 {
