@@ -48,6 +48,7 @@ func missingDefence(t *testing.T, defence string) {
 // target is a server under attack.
 type target struct {
 	addr string
+	srv  *leangrpc.Server
 }
 
 // attackTarget starts leangrpc.NewServer(opts...) with the interop test
@@ -65,13 +66,15 @@ func attackTarget(t *testing.T, opts ...leangrpc.ServerOption) *target {
 		t.Fatal(err)
 	}
 	s := leangrpc.NewServer(opts...)
+	mem := leangrpc.MemoryInUse(s)
 	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
 	go s.Serve(lis)
-	tg := &target{addr: lis.Addr().String()}
+	tg := &target{addr: lis.Addr().String(), srv: s}
 	t.Cleanup(func() {
 		s.Stop()
 		checkGoroutines(t, base)
 		checkBuffers(t, bufs)
+		tg.checkMemory(t, mem)
 	})
 	return tg
 }
@@ -195,6 +198,20 @@ func wantEnd(t *testing.T, c net.Conn, d time.Duration) {
 			t.Logf("connection ended with %v", err)
 		}
 		return
+	}
+}
+
+// checkMemory waits until the server's memory budget is back at base (its
+// value before the server started), as it must once every connection
+// ended and every handler returned.
+func (tg *target) checkMemory(t *testing.T, base int64) {
+	t.Helper()
+	deadline := time.Now().Add(attackWait)
+	for leangrpc.MemoryInUse(tg.srv) != base && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if used := leangrpc.MemoryInUse(tg.srv); used != base {
+		t.Errorf("the server's memory budget is at %d bytes after the attack, %d before", used, base)
 	}
 }
 

@@ -33,3 +33,11 @@ func HandlerWorkers(s *Server) int {
 // SetWorkerIdleTimeout sets how long the server's handler workers wait for
 // a call before they exit; a test sets it before the server's first call.
 func SetWorkerIdleTimeout(s *Server, d time.Duration) { s.workers.idleTimeout = d }
+
+// MemoryInUse returns the bytes charged to the server's memory budget (the
+// process-wide one without MemoryBudget).
+func MemoryInUse(s *Server) int64 { return s.h2cfg.Budget.Used() }
+
+// MemoryMaxConn returns the bytes held by the server's connection that
+// holds the most, and how many connections its budget lists.
+func MemoryMaxConn(s *Server) (int64, int) { return s.h2cfg.Budget.MaxHeld() }

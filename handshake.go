@@ -4,6 +4,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/leangrpc/leangrpc/internal/budget"
 	"google.golang.org/grpc/credentials"
 )
 
@@ -78,7 +79,11 @@ func (p *pendingHandshake) run() {
 		t.Stop()
 	}
 	p.raw.SetDeadline(p.deadline)
+	// The handshake's state is charged to the budget while it runs
+	// (budget.HandshakeBytes).
+	s.h2cfg.Budget.Charge(budget.HandshakeBytes)
 	c, auth, err := s.opts.creds.ServerHandshake(p.hs)
+	s.h2cfg.Budget.Charge(-budget.HandshakeBytes)
 	p.raw.SetDeadline(time.Time{})
 	s.mu.Lock()
 	_, live := s.pending[p]

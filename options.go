@@ -48,6 +48,23 @@ type serverOptions struct {
 	inTap                tap.ServerInHandle
 	statsHandlers        []stats.Handler
 	numStreamWorkers     uint32
+	memoryBudget         int64
+}
+
+// MemoryBudget gives the server a memory budget of its own, of n bytes
+// (at least 1 MiB): one account of what its connections hold on behalf of
+// peers (header blocks, header lists of open streams, DATA handlers have
+// not read, control frames queued for peers that do not read, connections
+// in their handshake). From three quarters of it the server refuses new
+// streams on the connections holding more than their share
+// (REFUSED_STREAM) and closes new connections before their handshake; at
+// the budget it ends the connections holding the most with GOAWAY
+// ENHANCE_YOUR_CALM until the rest fits. Without the option every server
+// of the process shares one budget of 1 GiB, or a quarter of GOMEMLIMIT
+// when that is lower. grpc-go has no such option (gRPC C-core's resource
+// quota is the idea); see OPTIONS.md.
+func MemoryBudget(n int64) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.memoryBudget = n })
 }
 
 // NumStreamWorkers bounds the goroutines the server keeps to run handlers

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leangrpc/leangrpc/internal/budget"
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/grpcwire"
 	"github.com/leangrpc/leangrpc/internal/h2conn"
@@ -119,6 +120,10 @@ func NewServer(opts ...ServerOption) *Server {
 	// A peer stalled inside a frame is bounded by the same figure
 	// (h2conn/stall.go); grpc-go has no such bound.
 	s.h2cfg.FrameStallTimeout = o.connTimeout
+	s.h2cfg.Budget = budget.Default()
+	if o.memoryBudget > 0 {
+		s.h2cfg.Budget = budget.New(o.memoryBudget)
+	}
 	return s
 }
 
@@ -207,6 +212,12 @@ func (s *Server) Serve(lis net.Listener) error {
 			return err
 		}
 		delay = 0
+		if s.h2cfg.Budget.RefusesConns() {
+			// The memory budget is under pressure: a new connection
+			// would add to it before it could be refused anything.
+			nc.Close()
+			continue
+		}
 		// The count goes up under mu, where Stop and GracefulStop set
 		// stopped before they wait for it: a connection accepted as the
 		// server stops is either counted before the wait or closed here,

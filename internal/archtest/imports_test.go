@@ -18,9 +18,10 @@ const module = "github.com/leangrpc/leangrpc"
 var allowed = map[string][]string{
 	"internal/hpack":    {},
 	"internal/bufpool":  {"google.golang.org/grpc/mem"},
+	"internal/budget":   {},
 	"internal/sockio":   {"internal/bufpool", "golang.org/x/sys"},
-	"internal/h2frame":  {"internal/bufpool", "internal/hpack"},
-	"internal/h2conn":   {"internal/h2frame", "internal/hpack", "internal/bufpool", "internal/sockio"},
+	"internal/h2frame":  {"internal/bufpool", "internal/hpack", "internal/budget"},
+	"internal/h2conn":   {"internal/h2frame", "internal/hpack", "internal/bufpool", "internal/sockio", "internal/budget"},
 	"internal/grpcwire": {"internal/h2conn", "internal/h2frame", "internal/hpack", "internal/bufpool", "google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto"},
 	"internal/h2test":   {"internal/h2frame", "internal/hpack", "internal/bufpool"},
 }

@@ -20,6 +20,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/leangrpc/leangrpc/internal/budget"
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
 	"github.com/leangrpc/leangrpc/internal/hpack"
@@ -127,6 +128,10 @@ type Config struct {
 	// WriteBatchBytes is how many bytes the writer encodes before it
 	// flushes (0: DefaultWriteBatchBytes).
 	WriteBatchBytes int
+
+	// Budget is the memory budget a server connection charges what it
+	// holds for the peer to (membudget.go; nil: budget.Default()).
+	Budget *budget.Account
 
 	// inBubble is set by newConn, not by callers: the connection is made
 	// inside a testing/synctest bubble (bubble.go). It is kept here, in

@@ -245,6 +245,7 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 		MaxHeaderListSize:  cfg.MaxHeaderListSize,
 		MaxHeaderTableSize: cfg.HeaderTableSize,
 		NoPooledReads:      !cfg.PooledReads,
+		Ledger:             newLedger(&cfg, role),
 	})
 	c.fr.SetDataSink((*connSink)(c)) // DATA of a gathered message lands in its buffer (sink.go)
 	c.fw = h2frame.NewWriter(wc, h2frame.WriterConfig{Pool: cfg.Pool})
@@ -331,6 +332,7 @@ func (c *Conn) runOnEnd() {
 // when it ends; onEnd runs once the connection has ended, on whichever
 // goroutine ends it.
 func (c *Conn) ServeAsync(onEnd func()) {
+	c.registerLedger()
 	if onEnd != nil {
 		c.mu.Lock()
 		c.notifyLocked().onEnd = onEnd
@@ -364,6 +366,7 @@ func (c *Conn) ServeAsync(onEnd func()) {
 // graceful end (GOAWAY exchanged, or Close), else the error that ended the
 // connection (an *Error).
 func (c *Conn) Serve() error {
+	c.registerLedger()
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -400,6 +403,9 @@ func (e *Error) graceful() bool {
 // read side and marks the connection done.
 func (c *Conn) finish() {
 	c.fr.Close()
+	// The read side is released; what handlers have not read yet stays
+	// charged until they free it.
+	c.ledger().Close()
 	if c.src != nil {
 		c.src.close()
 	}
@@ -701,15 +707,12 @@ func (c *Conn) resetStream(id uint32, code h2frame.ErrCode, reason string) *Erro
 		hook = c.failStreamLocked(s, err)
 	}
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: id, code: code}, true)
-	overflow := c.peerControl > maxQueuedControlFrames
+	cerr := c.ctrlQueueErrLocked()
 	c.mu.Unlock()
 	if hook != nil {
 		hook(err)
 	}
-	if overflow {
-		return connErr(h2frame.ErrCodeEnhanceYourCalm, "control_queue_full")
-	}
-	return nil
+	return cerr
 }
 
 // countReset enforces maxResetsPerWindow.
@@ -841,6 +844,12 @@ func (c *Conn) fail(err *Error) {
 	c.closing = true
 	c.closeErr = err
 	c.stopTimersLocked()
+	if !err.graceful() {
+		// Nothing queued goes out any more (the GOAWAY below is written
+		// directly): the memory goes now, not after a flush in progress
+		// against a peer that may not read.
+		c.dropCtrlLocked()
+	}
 	c.closeGoingAwayLocked()
 	sendGoAway := err.Initiator != InitiatorPeer && !(c.goAwaySent && err.Code == h2frame.ErrCodeNo)
 	// Bound a flush in progress (and ours) against a peer that does not
@@ -920,10 +929,16 @@ func (c *Conn) failAllStreamsLocked(err *Error) []hookCall {
 			hooks = append(hooks, hookCall{h, serr})
 		}
 	}
-	// Control frames queued for a dead connection are dropped.
-	c.ctrl = c.ctrl[:0]
-	c.peerControl = 0
+	c.dropCtrlLocked()
 	return hooks
+}
+
+// dropCtrlLocked drops the control frames queued for a connection that is
+// ending, and gives their memory back.
+func (c *Conn) dropCtrlLocked() {
+	c.ctrl = c.ctrl[:0]
+	c.ledger().Release(int64(c.peerControl) * ctrlFrameBytes)
+	c.peerControl = 0
 }
 
 func (c *Conn) closeGoingAwayLocked() {

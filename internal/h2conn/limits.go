@@ -93,7 +93,8 @@ const (
 	// maxQueuedControlFrames caps control frames queued in reply to the
 	// peer (SETTINGS ACK, PING ACK, RST_STREAM) while it does not read
 	// what we write: a PING or reset flood against a peer that never reads
-	// would otherwise grow the queue without bound.
+	// would otherwise grow the queue without bound. Across connections
+	// the memory budget bounds them (membudget.go).
 	maxQueuedControlFrames = 10000
 	// maxPingStrikes: grpc-go's limit on pings that break the
 	// enforcement policy before GOAWAY ENHANCE_YOUR_CALM "too_many_pings".
@@ -125,8 +126,9 @@ const (
 	maxEmptyDataFrames = 1000
 	// CONTINUATION floods and header bytes are bounded by the frame
 	// layer (h2frame/limits.go): per connection under our
-	// SETTINGS_MAX_HEADER_LIST_SIZE, summed over connections by
-	// maxHeaderBlockBytes; what a block decodes to by hpack/limits.go.
+	// SETTINGS_MAX_HEADER_LIST_SIZE, summed over connections by the
+	// memory budget (membudget.go); what a block decodes to by
+	// hpack/limits.go.
 	// initialPeerMaxStreams: what a client assumes of the server's
 	// MAX_CONCURRENT_STREAMS until its SETTINGS arrive (the RFC's
 	// "unlimited" would get a burst of early streams refused).

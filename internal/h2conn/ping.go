@@ -46,10 +46,7 @@ func (c *Conn) onPing(f *h2frame.PingFrame) *Error {
 		}
 	}
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlPingAck, data: f.Data}, true)
-	if c.peerControl > maxQueuedControlFrames {
-		return connErr(h2frame.ErrCodeEnhanceYourCalm, "control_queue_full")
-	}
-	return nil
+	return c.ctrlQueueErrLocked()
 }
 
 // pingPolicyLocked is grpc-go's keepalive enforcement: a ping sooner than

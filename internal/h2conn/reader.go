@@ -472,6 +472,7 @@ func (c *Conn) goIdle(rn readableNotifier) bool {
 	c.trimIdleLocked()
 	c.mu.Unlock()
 	c.fr.ForgetHeaderBlocks()
+	c.ledger().Trim()
 	if rn.OnReadable(c.resume) == nil {
 		return true
 	}

@@ -50,6 +50,11 @@ func (c *Conn) onHeaders(f *h2frame.HeadersFrame) *Error {
 	if uint32(c.numPeer) >= c.cfg.MaxConcurrentStreams {
 		return refuse(h2frame.ErrCodeRefusedStream, "max_concurrent_streams")
 	}
+	if c.ledger().RefusesStreams() {
+		// The memory budget is under pressure and this connection holds
+		// more than its share (membudget.go).
+		return refuse(h2frame.ErrCodeRefusedStream, "memory_pressure")
+	}
 	if f.Invalid != "" {
 		return refuse(h2frame.ErrCodeProtocol, f.Invalid)
 	}
@@ -72,6 +77,7 @@ func (c *Conn) onHeaders(f *h2frame.HeadersFrame) *Error {
 	s := c.newStreamLocked(id, false)
 	s.hdrs = append(s.hdrs[:0], f.Fields...)
 	s.hdrsWire = f.Length
+	c.ledger().Charge(headerListBytes(s.hdrs)) // released when the stream closes
 	s.contentLength = clen
 	s.recvEOF = end
 	st, _ := stateIdle.recvHeaders(end)

@@ -66,10 +66,7 @@ func (c *Conn) onSettings(f *h2frame.SettingsFrame) *Error {
 		}
 	}
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlSettingsAck}, true)
-	if c.peerControl > maxQueuedControlFrames {
-		return connErr(h2frame.ErrCodeEnhanceYourCalm, "control_queue_full")
-	}
-	return nil
+	return c.ctrlQueueErrLocked()
 }
 
 func (c *Conn) applySettingLocked(st h2frame.Setting) *Error {

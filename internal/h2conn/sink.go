@@ -33,6 +33,13 @@ import (
 // instead, so every landed byte precedes every byte queued while it lives,
 // and RecvInto reports landed bytes before it hands out queued buffers.
 //
+// Memory budget: while a registration lives, the bytes of its message up to
+// sinkOff (gathered before it, moved from the queue, and reserved for
+// landing) are charged to the connection's ledger, since a peer that
+// announces a large message and sends it slowly makes the receiver hold
+// them; endSinkLocked releases them, when the message is complete or the
+// registration ends otherwise.
+//
 // Ownership: the registration holds its own reference on the buffer, so the
 // receiver may drop its own at any time (Parser.Close); each landing holds
 // another, taken by DataDest, carried by DataFrame.Sink and freed by onData
@@ -71,7 +78,8 @@ func (cs *connSink) DataDest(id uint32, n int) (*bufpool.Buffer, []byte) {
 	b := s.sink
 	b.Ref() // the landing's reference: DataFrame.Sink, freed by onData
 	dst := b.Bytes()[s.sinkOff : s.sinkOff+k]
-	s.sinkOff += k // reserved; a refused frame fails the stream
+	s.sinkOff += k              // reserved; a refused frame fails the stream
+	c.ledger().Charge(int64(k)) // the message gathered so far; released by endSinkLocked
 	c.mu.Unlock()
 	return b, dst
 }
@@ -102,7 +110,7 @@ func (c *Conn) deliverLocked(s *Stream, f *h2frame.DataFrame, b *bufpool.Buffer,
 		if b.Len() == 0 {
 			b.Free() // empty payload: nothing to deliver
 		} else {
-			s.recvQ.push(b) // the stream's receive queue now owns b; Recv hands it on
+			s.recvQ.push(b, c.ledger()) // the stream's receive queue now owns b; Recv hands it on
 			s.endSinkLocked()
 		}
 	}
@@ -119,6 +127,7 @@ func (s *Stream) endSinkLocked() {
 		s.sink.Free() // the registration's reference, taken by recvInto or DataDest
 		s.sink = nil
 	}
+	s.conn.ledger().Release(int64(s.sinkOff)) // charged by registerLocked and DataDest
 	s.sinkOff, s.sinkEnd, s.sinkLazy = 0, 0, false
 }
 
@@ -164,7 +173,7 @@ func (s *Stream) RecvInto(dst *bufpool.Buffer, from, to int) (b *bufpool.Buffer,
 			0 <= from && from+s.recvQ.bytes < to && (dst == nil && from == 0 || dst != nil && to <= dst.Len()) {
 			return s.registerLocked(dst, from, to)
 		}
-		if b := s.recvQ.pop(); b != nil {
+		if b := s.recvQ.pop(c.ledger()); b != nil {
 			// b leaves the receive queue: the caller owns it now.
 			s.creditLocked(b.Len())
 			c.mu.Unlock()
@@ -202,6 +211,9 @@ func (s *Stream) registerLocked(dst *bufpool.Buffer, from, to int) (*bufpool.Buf
 	}
 	dst.Ref() // the registration's reference, dropped by endSinkLocked
 	s.sink, s.sinkOff, s.sinkEnd = dst, from+q, to
+	// The message gathered so far is held for the peer until the range
+	// is full or the registration ends (endSinkLocked).
+	c.ledger().Charge(int64(from + q))
 	if q == 0 {
 		c.mu.Unlock()
 		return s.RecvInto(dst, 0, 0) // waits; registers nothing more
@@ -210,6 +222,7 @@ func (s *Stream) registerLocked(dst *bufpool.Buffer, from, to int) (*bufpool.Buf
 	// the lock (the reader lands only past them), and count as landed.
 	lead := s.recvQ.q[s.recvQ.head:]
 	s.recvQ = bufQueue{q: s.recvQ.q[:0]}
+	c.ledger().Release(int64(q)) // the bytes leave the queue for the receiver's buffer
 	// The queue's slice is reused by later pushes, so the lead buffers
 	// are copied out of it first (there are few: the range exceeds them).
 	var stack [8]*bufpool.Buffer

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/leangrpc/leangrpc/internal/budget"
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
 	"github.com/leangrpc/leangrpc/internal/hpack"
@@ -253,22 +254,24 @@ func (s *Stream) signalSend() {
 	}
 }
 
-// bufQueue is a FIFO of owned buffers.
+// bufQueue is a FIFO of owned buffers. Its bytes are charged to the
+// connection's ledger (l, nil on a client) while queued.
 type bufQueue struct {
 	q     []*bufpool.Buffer
 	head  int
 	bytes int // queued bytes
 }
 
-func (q *bufQueue) push(b *bufpool.Buffer) {
+func (q *bufQueue) push(b *bufpool.Buffer, l *budget.Ledger) {
 	q.q = append(q.q, b)
 	q.bytes += b.Len()
+	l.Charge(int64(b.Len()))
 }
 
 // len reports how many buffers are queued.
 func (q *bufQueue) len() int { return len(q.q) - q.head }
 
-func (q *bufQueue) pop() *bufpool.Buffer {
+func (q *bufQueue) pop(l *budget.Ledger) *bufpool.Buffer {
 	if q.head == len(q.q) {
 		return nil
 	}
@@ -276,6 +279,7 @@ func (q *bufQueue) pop() *bufpool.Buffer {
 	q.q[q.head] = nil
 	q.head++
 	q.bytes -= b.Len()
+	l.Release(int64(b.Len()))
 	if q.head == len(q.q) {
 		q.q, q.head = q.q[:0], 0
 	}
@@ -283,8 +287,8 @@ func (q *bufQueue) pop() *bufpool.Buffer {
 }
 
 // freeAll frees every queued buffer (each is owned by the queue).
-func (q *bufQueue) freeAll() {
-	for b := q.pop(); b != nil; b = q.pop() {
+func (q *bufQueue) freeAll(l *budget.Ledger) {
+	for b := q.pop(l); b != nil; b = q.pop(l) {
 		b.Free()
 	}
 }
@@ -304,7 +308,7 @@ func (c *Conn) setStateLocked(s *Stream, st streamState) {
 		// The response is complete before the request: tell the client
 		// to stop sending with RST_STREAM(NO_ERROR) (RFC 9113 §8.1).
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: s.id, code: h2frame.ErrCodeNo}, false)
-		s.recvQ.freeAll()
+		s.recvQ.freeAll(c.ledger())
 		s.dropSinkLocked()
 		s.err = &Error{Code: h2frame.ErrCodeNo, StreamID: s.id, Initiator: InitiatorEngine, Reason: "response_complete"}
 		s.state = stateClosed
@@ -322,6 +326,7 @@ func (c *Conn) streamClosedLocked(s *Stream) {
 			c.wakeSlotLocked()
 		} else {
 			c.numPeer--
+			c.ledger().Release(headerListBytes(s.hdrs)) // charged by onHeaders
 			c.rememberClosedLocked(s.id)
 			if c.numPeer == 0 {
 				// The next request needs a reader (reader.go).
@@ -360,7 +365,7 @@ func (c *Conn) failStreamLocked(s *Stream, err *Error) func(error) {
 		s.dropSendLocked()
 	}
 	if err.Initiator == InitiatorUser || !s.recvEOF {
-		s.recvQ.freeAll() // queued payloads nobody will read
+		s.recvQ.freeAll(c.ledger()) // queued payloads nobody will read
 		s.dropSinkLocked()
 		s.recvEOF = false
 	}
@@ -692,7 +697,7 @@ func (s *Stream) Recv() (*bufpool.Buffer, error) {
 		s.dropSinkLocked()
 	}
 	for {
-		if b := s.recvQ.pop(); b != nil {
+		if b := s.recvQ.pop(c.ledger()); b != nil {
 			// b leaves the receive queue: the caller owns it now.
 			s.creditLocked(b.Len())
 			if s.recvEOF && s.recvQ.len() == 0 {
@@ -861,7 +866,7 @@ func (s *Stream) Reset(code h2frame.ErrCode) {
 	c := s.conn
 	c.mu.Lock()
 	if s.state == stateClosed {
-		s.recvQ.freeAll() // the user gives up on what is left
+		s.recvQ.freeAll(c.ledger()) // the user gives up on what is left
 		s.dropSinkLocked()
 		s.recvEOF = false
 		if s.err == nil {
@@ -947,7 +952,7 @@ func (s *Stream) Release() {
 			c.flushLocked()
 		}
 	}
-	s.recvQ.freeAll()
+	s.recvQ.freeAll(c.ledger())
 	s.dropSinkLocked()
 	keep := maxFreeStreams
 	if c.numLocal+c.numPeer == 0 {

@@ -99,6 +99,7 @@ func (c *Conn) queueCtrlLocked(f ctrlFrame, fromPeer bool) {
 	c.ctrl = append(c.ctrl, f)
 	if fromPeer {
 		c.peerControl++
+		c.ledger().Charge(ctrlFrameBytes)
 	}
 	c.wantWrite = true
 }
@@ -270,6 +271,7 @@ func (c *Conn) encodeCtrlLocked() {
 	if cap(c.ctrl) > 256 {
 		c.ctrl = make([]ctrlFrame, 0, 8) // a burst passed; do not keep its memory
 	}
+	c.ledger().Release(int64(c.peerControl) * ctrlFrameBytes)
 	c.peerControl = 0
 }
 

@@ -2,7 +2,6 @@ package h2frame
 
 import (
 	"encoding/binary"
-	"sync/atomic"
 
 	"github.com/leangrpc/leangrpc/internal/hpack"
 )
@@ -128,18 +127,10 @@ func (r *Reader) parseContinuation(h FrameHeader, p []byte) (Frame, error) {
 // blockCap is the largest encoded header block accepted (limits.go).
 func (r *Reader) blockCap() int { return int(r.maxList) + headerBlockSlack }
 
-// headerBlockBytes is the memory held, process-wide, by header blocks being
-// reassembled from CONTINUATION frames: the capacity of every Reader's
-// block buffer.
-var headerBlockBytes atomic.Int64
-
-// HeaderBlockBytes returns the memory all Readers hold for header blocks
-// being reassembled, the sum maxHeaderBlockBytes bounds (limits.go).
-func HeaderBlockBytes() int64 { return headerBlockBytes.Load() }
-
 // appendBlock appends a fragment to the header block being reassembled,
-// growing the pooled block buffer by doubling. Growth past the Reader's
-// share is refused when it would take the process-wide sum past its bound.
+// growing the pooled block buffer by doubling. The buffer's capacity is
+// charged to the connection's ledger; growth past the Reader's share is
+// refused while the ledger's account is under pressure (limits.go).
 func (r *Reader) appendBlock(p []byte) error {
 	need := r.blockLen + len(p)
 	if r.block == nil || r.block.Cap() < need {
@@ -148,20 +139,14 @@ func (r *Reader) appendBlock(p []byte) error {
 		if r.block != nil {
 			old = r.block.Cap()
 		}
-		// Reserve the growth before taking the buffer, so that readers
+		// Charge the growth before taking the buffer, so that readers
 		// growing at once cannot all pass the check on the same sum.
-		for {
-			cur := headerBlockBytes.Load()
-			if size > headerBlockShare && cur+int64(size-old) > maxHeaderBlockBytes {
-				return ConnError{ErrCodeEnhanceYourCalm, "header_blocks_in_flight"}
-			}
-			if headerBlockBytes.CompareAndSwap(cur, cur+int64(size-old)) {
-				break
-			}
+		if !r.ledger.TryCharge(int64(size-old), headerBlockShare) {
+			return ConnError{ErrCodeEnhanceYourCalm, "header_blocks_in_flight"}
 		}
 		nb := r.pool.Get(size)
 		nb.SetLen(nb.Cap())
-		headerBlockBytes.Add(int64(nb.Cap() - size))
+		r.ledger.Charge(int64(nb.Cap() - size))
 		if r.block != nil {
 			copy(nb.Bytes(), r.block.Bytes()[:r.blockLen])
 			r.block.Free()
@@ -176,11 +161,10 @@ func (r *Reader) appendBlock(p []byte) error {
 	return nil
 }
 
-// freeBlock frees the block buffer, if any, and takes it off the
-// process-wide sum.
+// freeBlock frees the block buffer, if any, and takes it off the ledger.
 func (r *Reader) freeBlock() {
 	if r.block != nil {
-		headerBlockBytes.Add(-int64(r.block.Cap()))
+		r.ledger.Release(int64(r.block.Cap()))
 		r.block.Free()
 		r.block = nil
 	}

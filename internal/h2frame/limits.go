@@ -36,20 +36,16 @@ const (
 	// splits by a max frame size of at least 1 KiB.
 	continuationBytesPerFrame = 1 << 10
 
-	// maxHeaderBlockBytes bounds the memory all connections of the process
-	// hold together for header blocks being reassembled from CONTINUATION
-	// frames. Each connection may buffer a block up to its header list
-	// limit (16 MiB by default, as in grpc-go, which a peer may use
-	// legitimately), so without a sum the CONTINUATION flood of 2024 on
-	// many connections at once held connections × 16 MiB. 64 MiB lets four
-	// blocks at the default limit be in flight at once. A connection whose
-	// block would take the sum past it gets GOAWAY ENHANCE_YOUR_CALM.
-	maxHeaderBlockBytes = 64 << 20
-
 	// headerBlockShare is how large a connection's block buffer may grow
-	// whatever the sum, so that a flood on other connections never refuses
-	// an ordinary multi-frame block: the sum stays under
-	// maxHeaderBlockBytes + connections × headerBlockShare.
+	// whatever the pressure on its memory budget (internal/budget), so
+	// that a flood on other connections never refuses an ordinary
+	// multi-frame block. Each connection may buffer a block up to its
+	// header list limit (16 MiB by default, as in grpc-go, which a peer may
+	// use legitimately), so without a sum over connections the
+	// CONTINUATION flood of 2024 on many connections at once held
+	// connections × 16 MiB: growth past the share is refused with GOAWAY
+	// ENHANCE_YOUR_CALM once the budget is at its soft level, so blocks
+	// hold at most that level plus connections × headerBlockShare.
 	headerBlockShare = 64 << 10
 
 	// smallDataMax is the largest DATA payload that, when only partly in

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/leangrpc/leangrpc/internal/budget"
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/hpack"
 )
@@ -59,6 +60,10 @@ type ReaderConfig struct {
 	// NoPooledReads keeps one read buffer for the Reader's whole life even
 	// when the source is a BufferSource (the rollback switch).
 	NoPooledReads bool
+	// Ledger is charged with the header blocks being reassembled, whose
+	// growth past headerBlockShare it may refuse under pressure (nil:
+	// blocks are bounded per connection only).
+	Ledger *budget.Ledger
 }
 
 // ErrFrameTooLarge is the connection error ReadFrame returns for a frame
@@ -88,6 +93,8 @@ type Reader struct {
 	sink DataSink // asked where DATA payloads go; nil: none (SetDataSink)
 
 	replay *replayCache // header blocks to replay (replay.go); nil until one is remembered
+
+	ledger *budget.Ledger // the connection's memory ledger; set once, nil: none
 
 	// frames holds the read buffer and one frame value of each type,
 	// reused by every ReadFrame, with the scratch slices inside them
@@ -173,7 +180,7 @@ func (r *Reader) shed() {
 // pooling is on, the read buffer is held only while unparsed bytes are
 // pending.
 func NewReader(src io.Reader, cfg ReaderConfig) *Reader {
-	r := &Reader{src: src, pool: cfg.Pool, rbSize: cfg.ReadBufferSize}
+	r := &Reader{src: src, pool: cfg.Pool, rbSize: cfg.ReadBufferSize, ledger: cfg.Ledger}
 	if r.pool == nil {
 		r.pool = bufpool.Default()
 	}
@@ -201,6 +208,10 @@ func NewReader(src io.Reader, cfg ReaderConfig) *Reader {
 	r.dec = hpack.NewDecoder(tbl)
 	return r
 }
+
+// Ledger returns the ledger of ReaderConfig, which the connection's other
+// parts charge too; it never changes, so any goroutine may ask.
+func (r *Reader) Ledger() *budget.Ledger { return r.ledger }
 
 // SetMaxFrameSize changes the largest frame accepted, our advertised
 // SETTINGS_MAX_FRAME_SIZE. The peer may use a larger value as soon as it

@@ -1,0 +1,42 @@
+package budget
+
+// The figures of the budget, each with its reason.
+const (
+	// DefaultLimit is the budget of servers without MemoryBudget. With
+	// grpc-go's defaults one connection may make a server hold about
+	// 100 MiB (a stream window of 1 MiB on each of 100 streams that do not
+	// read, h2conn/limits.go) plus a 16 MiB header block; 1 GiB lets about
+	// ten connections do that at once, more than legitimate peers need,
+	// and is a small part of a server machine's memory. A fixed figure
+	// rather than a fraction of physical memory: the machine's memory says
+	// little in a container, and reading it portably takes a system call
+	// per OS; GOMEMLIMIT, when set, is the operator's own statement of
+	// what the process may use, so a quarter of it caps the default.
+	DefaultLimit = 1 << 30
+
+	// memLimitFraction: the default budget is at most GOMEMLIMIT divided
+	// by this, leaving the rest to the handlers and the runtime.
+	memLimitFraction = 4
+
+	// MinLimit is the smallest budget: below a few granules per
+	// connection the rounding of ledgers alone would reach it.
+	MinLimit = 1 << 20
+
+	// softFraction places the soft level at limit - limit/softFraction:
+	// 3/4 of the limit. Between the two, refused new streams and
+	// connections give the streams in flight room to finish before
+	// anything is shed.
+	softFraction = 4
+
+	// granule is the step in which a ledger reserves from its account.
+	// A unary call whose request and header list fit in one (most gRPC
+	// messages are well under 8 KiB) moves no shared counter; a busy
+	// connection's account may exceed what it holds by up to two.
+	granule = 8 << 10
+)
+
+// HandshakeBytes is what a server charges for a connection in its
+// credentials handshake, before its ledger exists: the handshake
+// goroutine's stack (crypto/tls grows it past its first 8 KiB) and
+// crypto/tls's record and handshake buffers, 16 KiB and more.
+const HandshakeBytes = 32 << 10
