@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/leangrpc/leangrpc"
+	"github.com/leangrpc/leangrpc/internal/budget"
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
 	"github.com/leangrpc/leangrpc/internal/h2test"
@@ -65,7 +66,11 @@ func attackTarget(t *testing.T, opts ...leangrpc.ServerOption) *target {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := leangrpc.NewServer(opts...)
+	// An account of its own, of the default size: the default account is
+	// shared by every server of the process, and connections of earlier
+	// tests still ending would move it under this one's checks.
+	own := leangrpc.MemoryBudget(budget.Default().Limit())
+	s := leangrpc.NewServer(append([]leangrpc.ServerOption{own}, opts...)...)
 	mem := leangrpc.MemoryInUse(s)
 	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
 	go s.Serve(lis)
