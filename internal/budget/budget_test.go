@@ -207,3 +207,39 @@ func TestDefaultLimit(t *testing.T) {
 		t.Error("a budget below MinLimit")
 	}
 }
+
+// Header-block bytes past a connection's share count against the
+// account's cap whatever the pressure, come back when released, and a
+// server may raise the cap for the lists it is configured to take.
+func TestChargeBlockCap(t *testing.T) {
+	const share = 64 << 10
+	a := New(1 << 30) // cap: 8 MiB
+	l1, l2 := a.NewLedger(), a.NewLedger()
+	if !l1.ChargeBlock(0, 6<<20, share) {
+		t.Fatal("a 6 MiB block refused on an idle account")
+	}
+	if got, want := a.Blocks(), int64(6<<20-share); got != want {
+		t.Errorf("blocks past the share %d, want %d", got, want)
+	}
+	if l2.ChargeBlock(0, 4<<20, share) {
+		t.Error("a second block taking the bytes past the shares over 8 MiB was charged")
+	}
+	if !l2.ChargeBlock(0, share, share) {
+		t.Error("a block within its share was refused")
+	}
+	l1.ReleaseBlock(6<<20, share)
+	l2.ReleaseBlock(share, share)
+	if a.Blocks() != 0 {
+		t.Errorf("blocks past the share %d after every release, want 0", a.Blocks())
+	}
+	a.AllowBlocks(16<<20 + 16<<10)
+	if !l1.ChargeBlock(0, 16<<20, share) {
+		t.Error("a 16 MiB block refused after AllowBlocks(16 MiB)")
+	}
+	l1.ReleaseBlock(16<<20, share)
+	l1.Close()
+	l2.Close()
+	if a.Used() != 0 {
+		t.Errorf("account at %d after the ledgers closed, want 0", a.Used())
+	}
+}

@@ -28,6 +28,18 @@ const (
 	// anything is shed.
 	softFraction = 4
 
+	// blockFraction sets the cap on header-block bytes buffered past the
+	// connections' guaranteed shares (h2frame's headerBlockShare): the
+	// limit divided by it, 8 MiB for the default budget. Multi-frame
+	// header blocks are rare (a block fits a 16 KiB frame unless its
+	// metadata is larger) and are read in a moment, so a cap far below the
+	// limit refuses no one who is not sending a block that never ends, and
+	// it keeps the CONTINUATION flood on many connections to a few MiB
+	// rather than to the soft level. A server whose MaxHeaderListSize is
+	// above the cap raises it to that size (Account.AllowBlocks), so that
+	// one such list can always be received.
+	blockFraction = 128
+
 	// granule is the step in which a ledger reserves from its account.
 	// A unary call whose request and header list fit in one (most gRPC
 	// messages are well under 8 KiB) moves no shared counter; a busy

@@ -135,13 +135,11 @@ func (r *Reader) appendBlock(p []byte) error {
 	need := r.blockLen + len(p)
 	if r.block == nil || r.block.Cap() < need {
 		size := max(need, 2*r.blockLen, 4096)
-		old := 0
-		if r.block != nil {
-			old = r.block.Cap()
-		}
 		// Charge the growth before taking the buffer, so that readers
-		// growing at once cannot all pass the check on the same sum.
-		if !r.ledger.TryCharge(int64(size-old), headerBlockShare) {
+		// growing at once cannot all pass the check on the same sum. The
+		// block cap counts the sizes asked for (blockCharged); the
+		// pool's rounding up is charged to the ledger alone.
+		if !r.ledger.ChargeBlock(int64(r.blockCharged), int64(size), headerBlockShare) {
 			return ConnError{ErrCodeEnhanceYourCalm, "header_blocks_in_flight"}
 		}
 		nb := r.pool.Get(size)
@@ -149,9 +147,10 @@ func (r *Reader) appendBlock(p []byte) error {
 		r.ledger.Charge(int64(nb.Cap() - size))
 		if r.block != nil {
 			copy(nb.Bytes(), r.block.Bytes()[:r.blockLen])
+			r.ledger.Release(int64(r.block.Cap() - r.blockCharged))
 			r.block.Free()
 		}
-		r.block = nb
+		r.block, r.blockCharged = nb, size
 	}
 	if r.block.Len() != r.block.Cap() {
 		r.block.SetLen(r.block.Cap())
@@ -164,11 +163,12 @@ func (r *Reader) appendBlock(p []byte) error {
 // freeBlock frees the block buffer, if any, and takes it off the ledger.
 func (r *Reader) freeBlock() {
 	if r.block != nil {
-		r.ledger.Release(int64(r.block.Cap()))
+		r.ledger.ReleaseBlock(int64(r.blockCharged), headerBlockShare)
+		r.ledger.Release(int64(r.block.Cap() - r.blockCharged))
 		r.block.Free()
 		r.block = nil
 	}
-	r.blockLen = 0
+	r.blockLen, r.blockCharged = 0, 0
 }
 
 // finishBlock decodes a complete header block and returns the frame it

@@ -132,11 +132,14 @@ type frames struct {
 	wf  WindowUpdateFrame
 
 	// Header block state, across CONTINUATION frames.
-	contErr    StreamError // stream error to report once the block is decoded
-	blockLen   int         // bytes in block
-	contCount  int         // CONTINUATION frames so far
-	contPush   bool        // the open block belongs to a PUSH_PROMISE
-	discarding bool        // emit drops fields (PUSH_PROMISE blocks)
+	contErr  StreamError // stream error to report once the block is decoded
+	blockLen int         // bytes in block
+	// blockCharged is the size asked for block, charged with the
+	// ledger's ChargeBlock (headers.go).
+	blockCharged int
+	contCount    int  // CONTINUATION frames so far
+	contPush     bool // the open block belongs to a PUSH_PROMISE
+	discarding   bool // emit drops fields (PUSH_PROMISE blocks)
 
 	// emitFn is emit bound to these frames, the HPACK decoder's callback,
 	// made once per frames so that Decode does not allocate.
