@@ -27,7 +27,11 @@ type Pool struct {
 	// classes holds free Buffers with their memory attached, one
 	// sync.Pool per size class; nil when src is set.
 	classes *[numClasses]sync.Pool
-	src     mem.BufferPool
+	// large holds free Buffers above the classes with their memory
+	// attached, one sync.Pool per range of sizes (large.go); nil when
+	// src is set.
+	large *[numLarge]sync.Pool
+	src   mem.BufferPool
 	// out counts the buffers handed out, while counting is on, and not
 	// yet freed; leak checks in tests compare it against a baseline.
 	out atomic.Int64
@@ -50,7 +54,7 @@ func New(src mem.BufferPool) *Pool {
 	if src != nil {
 		return &Pool{src: src}
 	}
-	return &Pool{classes: new([numClasses]sync.Pool)}
+	return &Pool{classes: new([numClasses]sync.Pool), large: new([numLarge]sync.Pool)}
 }
 
 // Default returns the process-wide pool shared by every connection that is
@@ -80,10 +84,14 @@ func (p *Pool) Get(n int) *Buffer {
 		if b == nil {
 			b = &Buffer{mem: make([]byte, classSize(i)), pool: p, class: int8(i)}
 		}
+	} else if j := largeIndex(n); p.classes != nil && j >= 0 {
+		if b = p.getLarge(j, n); b == nil {
+			b = &Buffer{mem: make([]byte, largeSize(n)), pool: p, class: int8(numClasses + j)}
+		}
 	} else {
 		b = bufferObjs.Get().(*Buffer)
 		if p.classes != nil {
-			b.mem = make([]byte, n) // above the largest class: not pooled
+			b.mem = make([]byte, n) // above the large range: not pooled
 		} else {
 			b.store = p.src.Get(n)
 			b.mem = (*b.store)[:cap(*b.store)]
@@ -113,7 +121,7 @@ type Buffer struct {
 	// than one; an owner that sees 1 is the only one, so no other
 	// goroutine can touch it.
 	refs    int32
-	class   int8    // index into pool.classes, or -1: not kept with the Buffer
+	class   int8    // index into pool.classes, numClasses+i for pool.large[i], or -1: not kept with the Buffer
 	counted bool    // counted in pool.out
 	b       []byte  // the live bytes: a prefix of mem
 	mem     []byte  // all of the memory, at its full capacity
@@ -167,6 +175,11 @@ func (b *Buffer) Free() {
 		p.out.Add(-1)
 	}
 	b.view = nil
+	if b.class >= numClasses {
+		// The memory stays with the Buffer for its next Get.
+		p.large[b.class-numClasses].Put(b)
+		return
+	}
 	if b.class >= 0 {
 		// The memory stays with the Buffer for its next Get.
 		p.classes[b.class].Put(b)

@@ -1,6 +1,7 @@
 package bufpool
 
 import (
+	"math/bits"
 	"sync"
 	"testing"
 )
@@ -27,7 +28,7 @@ func TestClassIndex(t *testing.T) {
 
 func TestWasteBound(t *testing.T) {
 	p := New(nil)
-	for _, n := range []int{1, 65, 100, 1025, 33 << 10, 1<<20 + 1, 3 << 20} {
+	for _, n := range []int{1, 65, 100, 1025, 33 << 10, 1<<20 + 1, 3 << 20, 16_000_005, 48<<20 + 1, 1 << maxLargeShift} {
 		b := p.Get(n)
 		if b.Len() != n {
 			t.Fatalf("Get(%d) len %d", n, b.Len())
@@ -111,7 +112,7 @@ func TestUserSourceGetsMemoryBack(t *testing.T) {
 
 func TestOversizedBufferIsNotPooled(t *testing.T) {
 	p := New(nil)
-	n := 1<<maxClassShift + 1
+	n := 1<<maxLargeShift + 1
 	b := p.Get(n)
 	if b.Len() != n || b.Cap() < n {
 		t.Fatalf("len %d cap %d", b.Len(), b.Cap())
@@ -145,5 +146,68 @@ func TestSharedFreeReturnsOnce(t *testing.T) {
 	}
 	if src.puts != 200 || p.Outstanding() != 0 {
 		t.Fatalf("puts %d outstanding %d", src.puts, p.Outstanding())
+	}
+}
+
+// A large buffer (above the classes) is allocated at the size asked for,
+// rounded to a page, and once freed serves the next request it holds in
+// its free list.
+func TestLargeBufferReuse(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	p := New(nil)
+	const n = 16_000_005
+	b := p.Get(n)
+	if b.Len() != n || b.Cap() != largeSize(n) || b.Cap()-n >= largePage {
+		t.Fatalf("Get(%d): len %d cap %d", n, b.Len(), b.Cap())
+	}
+	// The same size again, on the same goroutine: sync.Pool keeps what a
+	// P put for its next Get (the goroutine may move to another P in
+	// between, rarely: a few tries).
+	reused := false
+	for range 3 {
+		first := &b.Bytes()[0]
+		b.Free()
+		b = p.Get(n - 1000)
+		if reused = &b.Bytes()[0] == first; reused {
+			break
+		}
+	}
+	if !reused {
+		t.Error("a freed 16 MB buffer was not reused for a request it holds")
+	}
+	b.Free()
+	if p.Outstanding() != 0 {
+		t.Fatalf("outstanding %d", p.Outstanding())
+	}
+}
+
+// Each free list takes the sizes of one eighth of a power of two, and a
+// size rounded to a page stays in its list: a buffer from a list holds any
+// request of it with less than an eighth to spare.
+func TestLargeIndex(t *testing.T) {
+	if largeIndex(1<<maxClassShift) != -1 || largeIndex(1<<maxLargeShift+1) != -1 {
+		t.Fatal("the large range begins past the classes and ends at 1<<maxLargeShift")
+	}
+	if largeIndex(1<<maxClassShift+1) != 0 || largeIndex(1<<maxLargeShift) != numLarge-1 {
+		t.Fatalf("first list %d, last %d", largeIndex(1<<maxClassShift+1), largeIndex(1<<maxLargeShift))
+	}
+	lo := 1 << maxClassShift // the list's sizes are (lo, hi]
+	for i := 0; i < numLarge; i++ {
+		k := bits.Len(uint(lo)) - 1 // 2^k <= lo < 2^(k+1)
+		hi := lo + 1<<(k-largeStepShift)
+		for _, n := range []int{lo + 1, (lo + hi) / 2, hi - largePage + 1, hi} {
+			if got := largeIndex(n); got != i {
+				t.Fatalf("largeIndex(%d) = %d, want %d (sizes %d..%d)", n, got, i, lo+1, hi)
+			}
+			if got := largeIndex(largeSize(n)); got != i {
+				t.Fatalf("largeSize(%d) = %d is in list %d, want %d", n, largeSize(n), got, i)
+			}
+		}
+		if hi-lo > (lo+1)/8 {
+			t.Fatalf("list %d: sizes %d..%d differ by more than an eighth", i, lo+1, hi)
+		}
+		lo = hi
 	}
 }

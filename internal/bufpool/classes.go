@@ -7,8 +7,9 @@ import "math/bits"
 // half times every power of two (64, 96, 128, 192, ...). A request just
 // over a boundary therefore takes a buffer at most 1.5x its size instead of
 // grpc-go's default tiers (256 B, 4 KiB, 16 KiB, 32 KiB, 1 MiB), where a
-// 33 KiB message takes a 1 MiB buffer. Larger requests are allocated and
-// left to the garbage collector.
+// 33 KiB message takes a 1 MiB buffer. Larger requests up to 128 MiB are
+// allocated at their size and kept in the free lists of large.go; beyond
+// that they are left to the garbage collector.
 const (
 	minClassShift = 6  // 64 B: smaller requests round up to this.
 	maxClassShift = 22 // 4 MiB: grpc-go's default receive limit plus prefix fits below 6 MiB.
