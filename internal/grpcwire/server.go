@@ -108,6 +108,15 @@ func NewServerStream(parent context.Context, st *h2conn.Stream, req Request, cfg
 // Init is NewServerStream for a ServerStream embedded in a larger object,
 // which saves an allocation per RPC. s must be zero.
 func (s *ServerStream) Init(parent context.Context, st *h2conn.Stream, req Request, cfg *ServerConfig) {
+	s.InitUnregistered(parent, st, req, cfg)
+	st.SetResetHandler(s)
+}
+
+// InitUnregistered is Init without registering s as st's reset handler:
+// the caller calls Register before it hands the stream on, which for a
+// unary call registers its h2conn.ArrivalHandler in the same round trip
+// of the engine lock. Until then a reset does not end s's context.
+func (s *ServerStream) InitUnregistered(parent context.Context, st *h2conn.Stream, req Request, cfg *ServerConfig) {
 	s.st, s.Req, s.maxSend, s.pool = st, req, cfg.MaxSend, cfg.Pool
 	if s.pool == nil {
 		s.pool = bufpool.Default()
@@ -127,8 +136,13 @@ func (s *ServerStream) Init(parent context.Context, st *h2conn.Stream, req Reque
 		onDeadline = s.onDeadline // a method value: only with a deadline
 	}
 	s.expired = !s.Ctx.init(parent, req.Timeout, req.HasTimeout, onDeadline)
-	st.SetResetHandler(s)
 }
+
+// Register registers s as its stream's reset handler after
+// InitUnregistered and, when a is not nil, a as the stream's arrival
+// handler (h2conn.Stream.SetHandlers); it reports whether a waits for the
+// request.
+func (s *ServerStream) Register(a h2conn.ArrivalHandler) bool { return s.st.SetHandlers(s, a) }
 
 // Expired reports whether the request's deadline had passed when the
 // stream was prepared (a grpc-timeout of zero): the context has ended with

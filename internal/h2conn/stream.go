@@ -35,14 +35,17 @@ type Stream struct {
 
 	// The send slot: at most one item, since each writing call blocks
 	// until its item has been encoded.
-	sendKind    sendKind
-	sendFields  []hpack.HeaderField // borrowed from the sender, valid while sendKind == sendHeaders
-	sendBuf     *bufpool.Buffer     // owned by the send slot: freed by the writer once encoded, or by the sender when the stream fails
-	sendOff     int
-	sendResult  error // outcome of the last item
-	sendEnd     bool
-	sendHold    bool // the item may stay unflushed (HoldFlush)
-	hold        bool // HoldFlush was called; applies to the next item
+	sendKind   sendKind
+	sendFields []hpack.HeaderField // borrowed from the sender, valid while sendKind == sendHeaders
+	sendBuf    *bufpool.Buffer     // owned by the send slot: freed by the writer once encoded, or by the sender when the stream fails
+	sendOff    int
+	sendResult error // outcome of the last item
+	sendEnd    bool
+	sendHold   bool // the item may stay unflushed (HoldFlush)
+	// hold is set by HoldFlush and applies to the next item: the writing
+	// goroutine sets it without mu and its write takes it under mu
+	// (atomic only so that misuse from two goroutines stays race-free).
+	hold        atomic.Bool
 	sendWaiting bool // the sender is parked on sendCh
 	sendAsync   bool // the item was left in the slot by a WriteData that returned at once (see writeData)
 	// writer is set while a goroutine is inside WriteData or
@@ -421,7 +424,13 @@ type ResetHandler interface {
 // block. Register it before the stream can end (on a server, inside
 // HandleStream); one registered after the stream already ended is called
 // at once.
-func (s *Stream) SetResetHandler(h ResetHandler) {
+func (s *Stream) SetResetHandler(h ResetHandler) { s.SetHandlers(h, nil) }
+
+// SetHandlers is SetResetHandler(h) followed by AwaitRequest(a), in one
+// round trip of the engine lock (a server's unary call, on the reader,
+// registers both); with a nil a it is SetResetHandler(h) and reports
+// false. It reports whether a was registered.
+func (s *Stream) SetHandlers(h ResetHandler, a ArrivalHandler) bool {
 	c := s.conn
 	c.mu.Lock()
 	if s.err != nil && (s.err.Initiator != InitiatorUser || c.role == RoleServer && c.closing) && !s.hookDone && s.state == stateClosed {
@@ -429,10 +438,12 @@ func (s *Stream) SetResetHandler(h ResetHandler) {
 		err := s.err
 		c.mu.Unlock()
 		h.StreamReset(err)
-		return
+		return false
 	}
 	s.resetObj = h
+	awaits := a != nil && s.awaitRequestLocked(a)
 	c.mu.Unlock()
+	return awaits
 }
 
 // ArrivalHandler is told that a request's body began to arrive
@@ -457,6 +468,11 @@ func (s *Stream) AwaitRequest(h ArrivalHandler) bool {
 	c := s.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return s.awaitRequestLocked(h)
+}
+
+// awaitRequestLocked is AwaitRequest with mu held.
+func (s *Stream) awaitRequestLocked(h ArrivalHandler) bool {
 	if s.local || s.recvEOF || s.recvBytes > 0 || s.err != nil || s.state == stateClosed {
 		return false
 	}
@@ -604,6 +620,11 @@ func (s *Stream) dropSendLocked() {
 // a client the response headers once RecvHeaders returned them (nil
 // before). The strings may be kept; the slice is valid until Release.
 func (s *Stream) Headers() []hpack.HeaderField {
+	if !s.local {
+		// A server stream's list is set before HandleStream gets the
+		// stream and stays until Release: no lock needed.
+		return s.hdrs
+	}
 	c := s.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -771,7 +792,7 @@ func (s *Stream) WriteHeaders(fields []hpack.HeaderField, end bool) error {
 		return err
 	}
 	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, end
-	s.sendHold, s.hold = s.hold, false
+	s.sendHold = s.hold.Swap(false)
 	s.endQueued = end
 	c.readyLocked(s)
 	return s.waitSendLocked()
@@ -826,7 +847,7 @@ func (s *Stream) WriteData(b *bufpool.Buffer, end bool) error {
 		return err
 	}
 	s.sendKind, s.sendBuf, s.sendOff, s.sendEnd = sendData, b, 0, end
-	s.sendHold, s.hold = s.hold, false
+	s.sendHold = s.hold.Swap(false)
 	s.endQueued = end
 	c.readyLocked(s)
 	if c.writing && !c.closing && !s.sendHold {
@@ -893,12 +914,10 @@ func (s *Stream) Reset(code h2frame.ErrCode) {
 // be written: the write after it sends both in one syscall (response
 // headers and a message, or the last message and the trailers). The caller
 // must write again at once; until then those bytes wait.
-func (s *Stream) HoldFlush() {
-	c := s.conn
-	c.mu.Lock()
-	s.hold = true
-	c.mu.Unlock()
-}
+//
+// It takes no lock: the writing goroutine calls it just before its write,
+// which reads it under the lock.
+func (s *Stream) HoldFlush() { s.hold.Store(true) }
 
 // Done is closed once the stream is closed: both halves ended, reset by
 // either side, or the connection ended.
