@@ -41,13 +41,18 @@ type Stream struct {
 	sendOff    int
 	sendResult error // outcome of the last item
 	sendEnd    bool
-	sendHold   bool // the item may stay unflushed (HoldFlush)
+	// sendThenData marks an item of WriteHeadersData: once its HEADERS
+	// are encoded it goes on as DATA with sendBuf, ending the stream when
+	// sendDataEnd; until that DATA first waits for window (writesched.go).
+	sendThenData bool
+	sendDataEnd  bool
+	sendHold     bool // the item may stay unflushed (HoldFlush)
 	// hold is set by HoldFlush and applies to the next item: the writing
 	// goroutine sets it without mu and its write takes it under mu
 	// (atomic only so that misuse from two goroutines stays race-free).
 	hold        atomic.Bool
 	sendWaiting bool // the sender is parked on sendCh
-	sendAsync   bool // the item was left in the slot by a WriteData that returned at once (see writeData)
+	sendAsync   bool // the item was left in the slot by a WriteData that returned at once, or a WriteHeadersData's DATA goes on without its sender
 	// writer is set while a goroutine is inside WriteData or
 	// WriteHeaders, from its checks to its return (waiting for window,
 	// or writing for everyone with mu released): a second goroutine's
@@ -578,11 +583,17 @@ func (s *Stream) waitSendHeldLocked() error {
 		if s.sendKind == sendNone {
 			err := s.sendResult
 			s.sendResult = nil
+			s.sendAsync = false // a WriteHeadersData's DATA is done too
 			return err
 		}
 		if s.err != nil {
 			s.dropSendLocked()
 			return s.err
+		}
+		if s.sendAsync {
+			// A WriteHeadersData's HEADERS are encoded and its DATA
+			// waits for window without the sender (see there).
+			return nil
 		}
 		if !c.writing && !c.closing && c.wantWrite {
 			c.writing = true
@@ -613,6 +624,7 @@ func (s *Stream) dropSendLocked() {
 	}
 	s.sendFields = nil
 	s.sendKind = sendNone
+	s.sendThenData = false
 	s.sendResult = nil
 }
 
@@ -796,6 +808,65 @@ func (s *Stream) WriteHeaders(fields []hpack.HeaderField, end bool) error {
 	s.endQueued = end
 	c.readyLocked(s)
 	return s.waitSendLocked()
+}
+
+// WriteHeadersData is WriteHeaders(fields, false) followed by
+// WriteData(b, end), as one item of the stream's send slot: one round trip
+// of the engine lock and at most one wait for the writer rather than two.
+// A server's response headers and its first message go this way. It takes
+// ownership of b (nil: an empty DATA frame) and frees it when it fails. It
+// fails with ErrTrailersMustEnd once headers were sent, and, as
+// WriteHeaders does, with a *HeaderListTooLargeError having sent nothing;
+// headersSent says whether the HEADERS went out, also when it fails.
+// It returns once the DATA is encoded, or once the HEADERS are and the
+// windows hold the DATA back (fields are borrowed until then): as after
+// WriteData's early return, that DATA goes on without it, and the stream's
+// next write, or Release, waits for it and reports its failure; so a
+// caller that holds a lock of its own while it writes does not keep it
+// for as long as the peer withholds window. A HoldFlush before it applies
+// to the item as a whole.
+func (s *Stream) WriteHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer, end bool) (headersSent bool, err error) {
+	c := s.conn
+	c.mu.Lock()
+	if s.writer {
+		c.mu.Unlock()
+		if b != nil {
+			b.Free() // we took ownership; the write is refused
+		}
+		return false, ErrConcurrentWrite
+	}
+	s.writer = true
+	switch err = s.waitAsyncLocked(); {
+	case err != nil:
+	case s.err != nil:
+		err = s.err
+	case s.sendKind != sendNone:
+		err = ErrConcurrentWrite
+	case s.endQueued || !s.state.canSend() && s.state != stateIdle:
+		err = ErrSendClosed
+	case s.headersSent:
+		err = ErrTrailersMustEnd
+	default:
+		err = c.headerListFitsLocked(fields)
+	}
+	if err != nil {
+		s.writer = false
+		c.mu.Unlock()
+		if b != nil {
+			b.Free() // we took ownership; the write is refused
+		}
+		return false, err
+	}
+	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, false
+	s.sendThenData, s.sendBuf, s.sendOff, s.sendDataEnd = true, b, 0, end
+	s.sendHold = s.hold.Swap(false)
+	s.endQueued = end
+	c.readyLocked(s)
+	err = s.waitSendHeldLocked()
+	headersSent = s.headersSent
+	s.writer = false
+	c.mu.Unlock()
+	return headersSent, err
 }
 
 // WriteData sends b's bytes as DATA frames, splitting them by the peer's
