@@ -450,21 +450,25 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 			return
 		}
 	}
-	r.ss.Init(parent, st, req, &s.wireCfg)
+	// The stream's reset handler is registered below, before the call
+	// is handed on: a unary call's together with its arrival handler.
+	r.ss.InitUnregistered(parent, st, req, &s.wireCfg)
 	if ctxKeysLearned {
 		r.ss.SetContext(r)
 	}
 	s.handlers.Add(1)
+	var arrival h2conn.ArrivalHandler // a unary handler waiting for its request
+	inline := false
 	if r.info, r.unary = s.unaryMethod(req.Method); r.unary != nil {
-		if st.RunInline(r) {
-			// The reader runs the handler itself once the request is
-			// in, if the call is the connection's only one (h2conn's
-			// reader.go).
-			return
+		// The reader runs the handler itself once the request is in, if
+		// the call is the connection's only one (h2conn's reader.go).
+		inline = st.RunInline(r)
+		if !inline && !r.ss.Expired() {
+			arrival = r
 		}
-		if !r.ss.Expired() && st.AwaitRequest(r) {
-			return // RequestArrived goes on
-		}
+	}
+	if r.ss.Register(arrival) || inline {
+		return // RequestArrived or the reader goes on
 	}
 	s.workers.run(r)
 }

@@ -108,6 +108,15 @@ func NewServerStream(parent context.Context, st *h2conn.Stream, req Request, cfg
 // Init is NewServerStream for a ServerStream embedded in a larger object,
 // which saves an allocation per RPC. s must be zero.
 func (s *ServerStream) Init(parent context.Context, st *h2conn.Stream, req Request, cfg *ServerConfig) {
+	s.InitUnregistered(parent, st, req, cfg)
+	st.SetResetHandler(s)
+}
+
+// InitUnregistered is Init without registering s as st's reset handler:
+// the caller calls Register before it hands the stream on, which for a
+// unary call registers its h2conn.ArrivalHandler in the same round trip
+// of the engine lock. Until then a reset does not end s's context.
+func (s *ServerStream) InitUnregistered(parent context.Context, st *h2conn.Stream, req Request, cfg *ServerConfig) {
 	s.st, s.Req, s.maxSend, s.pool = st, req, cfg.MaxSend, cfg.Pool
 	if s.pool == nil {
 		s.pool = bufpool.Default()
@@ -127,8 +136,13 @@ func (s *ServerStream) Init(parent context.Context, st *h2conn.Stream, req Reque
 		onDeadline = s.onDeadline // a method value: only with a deadline
 	}
 	s.expired = !s.Ctx.init(parent, req.Timeout, req.HasTimeout, onDeadline)
-	st.SetResetHandler(s)
 }
+
+// Register registers s as its stream's reset handler after
+// InitUnregistered and, when a is not nil, a as the stream's arrival
+// handler (h2conn.Stream.SetHandlers); it reports whether a waits for the
+// request.
+func (s *ServerStream) Register(a h2conn.ArrivalHandler) bool { return s.st.SetHandlers(s, a) }
 
 // Expired reports whether the request's deadline had passed when the
 // stream was prepared (a grpc-timeout of zero): the context has ended with
@@ -255,11 +269,8 @@ func (s *ServerStream) SendHeader(md metadata.MD) error {
 	return err
 }
 
-func (s *ServerStream) sendHeaderLocked() error { return s.sendHeaderHoldLocked(false) }
-
-// sendHeaderHoldLocked sends the response headers, held for what follows
-// at once when hold (h2conn.Stream.HoldFlush).
-func (s *ServerStream) sendHeaderHoldLocked(hold bool) error {
+// sendHeaderLocked sends the response headers on their own.
+func (s *ServerStream) sendHeaderLocked() error {
 	s.headerSent = true
 	fb := fieldBufs.Get().(*fieldBuf)
 	var enc string
@@ -267,9 +278,6 @@ func (s *ServerStream) sendHeaderHoldLocked(hold bool) error {
 		enc = s.comp.name
 	}
 	fields := AppendResponseHeaders(fb[:0], s.Req.ContentSubtype, enc, s.header)
-	if hold {
-		s.st.HoldFlush()
-	}
 	err := s.st.WriteHeaders(fields, false)
 	clear(fb[:])
 	fieldBufs.Put(fb)
@@ -280,6 +288,35 @@ func (s *ServerStream) sendHeaderHoldLocked(hold bool) error {
 		return StreamStatusError(s.ctx, err)
 	}
 	return nil
+}
+
+// sendHeaderDataLocked sends the response headers and b, a message, as
+// one item (h2conn.Stream.WriteHeadersData), held for the trailers when
+// last; it takes ownership of b. sent says whether the headers went out.
+func (s *ServerStream) sendHeaderDataLocked(b *bufpool.Buffer, last bool) (sent bool, err error) {
+	s.headerSent = true
+	fb := fieldBufs.Get().(*fieldBuf)
+	var enc string
+	if s.comp != nil {
+		enc = s.comp.name
+	}
+	fields := AppendResponseHeaders(fb[:0], s.Req.ContentSubtype, enc, s.header)
+	if last {
+		s.st.HoldFlush() // Finish follows at once
+	}
+	sent, err = s.st.WriteHeadersData(fields, b, false) // takes ownership of b
+	clear(fb[:])
+	fieldBufs.Put(fb)
+	if err != nil {
+		if e := s.headerListErr(err); e != nil {
+			return false, e
+		}
+		if !sent {
+			return false, StreamStatusError(s.ctx, err)
+		}
+		return true, s.statusError(err)
+	}
+	return true, nil
 }
 
 // errHeaderListTooLarge is what a handler's send of headers over the
@@ -359,14 +396,15 @@ func (s *ServerStream) sendMsg(m any, last bool) (n MsgSize, sentHeader bool, er
 		if s.comp != c {
 			s.comp = c
 		}
-		// The message follows at once: the headers are held for it.
-		if err := s.sendHeaderHoldLocked(true); err != nil {
-			s.mu.Unlock()
-			b.Free()
-			s.leave(false)
-			return MsgSize{}, false, err
+		// The headers and the message go as one write (one round trip
+		// of the engine lock and one wait for its writer).
+		sentHeader, err = s.sendHeaderDataLocked(b, last)
+		s.mu.Unlock()
+		s.leave(false)
+		if err != nil {
+			return MsgSize{}, sentHeader, err
 		}
-		sentHeader = true
+		return n, true, nil
 	}
 	s.mu.Unlock()
 	if last {

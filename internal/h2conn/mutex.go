@@ -33,6 +33,7 @@ type connMutex struct {
 
 // Lock locks m.
 func (m *connMutex) Lock() {
+	noteLock(m)
 	if m.state.CompareAndSwap(0, 1) {
 		return
 	}
@@ -58,7 +59,13 @@ const spinTries = 200
 var spinOK = runtime.NumCPU() > 1
 
 // TryLock locks m if it is free and reports whether it did.
-func (m *connMutex) TryLock() bool { return m.state.CompareAndSwap(0, 1) }
+func (m *connMutex) TryLock() bool {
+	if m.state.CompareAndSwap(0, 1) {
+		noteLock(m)
+		return true
+	}
+	return false
+}
 
 // Unlock unlocks m. As with sync.Mutex, any goroutine may unlock it.
 func (m *connMutex) Unlock() {

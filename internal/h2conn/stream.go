@@ -35,16 +35,24 @@ type Stream struct {
 
 	// The send slot: at most one item, since each writing call blocks
 	// until its item has been encoded.
-	sendKind    sendKind
-	sendFields  []hpack.HeaderField // borrowed from the sender, valid while sendKind == sendHeaders
-	sendBuf     *bufpool.Buffer     // owned by the send slot: freed by the writer once encoded, or by the sender when the stream fails
-	sendOff     int
-	sendResult  error // outcome of the last item
-	sendEnd     bool
-	sendHold    bool // the item may stay unflushed (HoldFlush)
-	hold        bool // HoldFlush was called; applies to the next item
+	sendKind   sendKind
+	sendFields []hpack.HeaderField // borrowed from the sender, valid while sendKind == sendHeaders
+	sendBuf    *bufpool.Buffer     // owned by the send slot: freed by the writer once encoded, or by the sender when the stream fails
+	sendOff    int
+	sendResult error // outcome of the last item
+	sendEnd    bool
+	// sendThenData marks an item of WriteHeadersData: once its HEADERS
+	// are encoded it goes on as DATA with sendBuf, ending the stream when
+	// sendDataEnd; until that DATA first waits for window (writesched.go).
+	sendThenData bool
+	sendDataEnd  bool
+	sendHold     bool // the item may stay unflushed (HoldFlush)
+	// hold is set by HoldFlush and applies to the next item: the writing
+	// goroutine sets it without mu and its write takes it under mu
+	// (atomic only so that misuse from two goroutines stays race-free).
+	hold        atomic.Bool
 	sendWaiting bool // the sender is parked on sendCh
-	sendAsync   bool // the item was left in the slot by a WriteData that returned at once (see writeData)
+	sendAsync   bool // the item was left in the slot by a WriteData that returned at once, or a WriteHeadersData's DATA goes on without its sender
 	// writer is set while a goroutine is inside WriteData or
 	// WriteHeaders, from its checks to its return (waiting for window,
 	// or writing for everyone with mu released): a second goroutine's
@@ -421,7 +429,13 @@ type ResetHandler interface {
 // block. Register it before the stream can end (on a server, inside
 // HandleStream); one registered after the stream already ended is called
 // at once.
-func (s *Stream) SetResetHandler(h ResetHandler) {
+func (s *Stream) SetResetHandler(h ResetHandler) { s.SetHandlers(h, nil) }
+
+// SetHandlers is SetResetHandler(h) followed by AwaitRequest(a), in one
+// round trip of the engine lock (a server's unary call, on the reader,
+// registers both); with a nil a it is SetResetHandler(h) and reports
+// false. It reports whether a was registered.
+func (s *Stream) SetHandlers(h ResetHandler, a ArrivalHandler) bool {
 	c := s.conn
 	c.mu.Lock()
 	if s.err != nil && (s.err.Initiator != InitiatorUser || c.role == RoleServer && c.closing) && !s.hookDone && s.state == stateClosed {
@@ -429,10 +443,12 @@ func (s *Stream) SetResetHandler(h ResetHandler) {
 		err := s.err
 		c.mu.Unlock()
 		h.StreamReset(err)
-		return
+		return false
 	}
 	s.resetObj = h
+	awaits := a != nil && s.awaitRequestLocked(a)
 	c.mu.Unlock()
+	return awaits
 }
 
 // ArrivalHandler is told that a request's body began to arrive
@@ -457,6 +473,11 @@ func (s *Stream) AwaitRequest(h ArrivalHandler) bool {
 	c := s.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return s.awaitRequestLocked(h)
+}
+
+// awaitRequestLocked is AwaitRequest with mu held.
+func (s *Stream) awaitRequestLocked(h ArrivalHandler) bool {
 	if s.local || s.recvEOF || s.recvBytes > 0 || s.err != nil || s.state == stateClosed {
 		return false
 	}
@@ -562,11 +583,17 @@ func (s *Stream) waitSendHeldLocked() error {
 		if s.sendKind == sendNone {
 			err := s.sendResult
 			s.sendResult = nil
+			s.sendAsync = false // a WriteHeadersData's DATA is done too
 			return err
 		}
 		if s.err != nil {
 			s.dropSendLocked()
 			return s.err
+		}
+		if s.sendAsync {
+			// A WriteHeadersData's HEADERS are encoded and its DATA
+			// waits for window without the sender (see there).
+			return nil
 		}
 		if !c.writing && !c.closing && c.wantWrite {
 			c.writing = true
@@ -597,6 +624,7 @@ func (s *Stream) dropSendLocked() {
 	}
 	s.sendFields = nil
 	s.sendKind = sendNone
+	s.sendThenData = false
 	s.sendResult = nil
 }
 
@@ -604,6 +632,11 @@ func (s *Stream) dropSendLocked() {
 // a client the response headers once RecvHeaders returned them (nil
 // before). The strings may be kept; the slice is valid until Release.
 func (s *Stream) Headers() []hpack.HeaderField {
+	if !s.local {
+		// A server stream's list is set before HandleStream gets the
+		// stream and stays until Release: no lock needed.
+		return s.hdrs
+	}
 	c := s.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -771,10 +804,69 @@ func (s *Stream) WriteHeaders(fields []hpack.HeaderField, end bool) error {
 		return err
 	}
 	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, end
-	s.sendHold, s.hold = s.hold, false
+	s.sendHold = s.hold.Swap(false)
 	s.endQueued = end
 	c.readyLocked(s)
 	return s.waitSendLocked()
+}
+
+// WriteHeadersData is WriteHeaders(fields, false) followed by
+// WriteData(b, end), as one item of the stream's send slot: one round trip
+// of the engine lock and at most one wait for the writer rather than two.
+// A server's response headers and its first message go this way. It takes
+// ownership of b (nil: an empty DATA frame) and frees it when it fails. It
+// fails with ErrTrailersMustEnd once headers were sent, and, as
+// WriteHeaders does, with a *HeaderListTooLargeError having sent nothing;
+// headersSent says whether the HEADERS went out, also when it fails.
+// It returns once the DATA is encoded, or once the HEADERS are and the
+// windows hold the DATA back (fields are borrowed until then): as after
+// WriteData's early return, that DATA goes on without it, and the stream's
+// next write, or Release, waits for it and reports its failure; so a
+// caller that holds a lock of its own while it writes does not keep it
+// for as long as the peer withholds window. A HoldFlush before it applies
+// to the item as a whole.
+func (s *Stream) WriteHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer, end bool) (headersSent bool, err error) {
+	c := s.conn
+	c.mu.Lock()
+	if s.writer {
+		c.mu.Unlock()
+		if b != nil {
+			b.Free() // we took ownership; the write is refused
+		}
+		return false, ErrConcurrentWrite
+	}
+	s.writer = true
+	switch err = s.waitAsyncLocked(); {
+	case err != nil:
+	case s.err != nil:
+		err = s.err
+	case s.sendKind != sendNone:
+		err = ErrConcurrentWrite
+	case s.endQueued || !s.state.canSend() && s.state != stateIdle:
+		err = ErrSendClosed
+	case s.headersSent:
+		err = ErrTrailersMustEnd
+	default:
+		err = c.headerListFitsLocked(fields)
+	}
+	if err != nil {
+		s.writer = false
+		c.mu.Unlock()
+		if b != nil {
+			b.Free() // we took ownership; the write is refused
+		}
+		return false, err
+	}
+	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, false
+	s.sendThenData, s.sendBuf, s.sendOff, s.sendDataEnd = true, b, 0, end
+	s.sendHold = s.hold.Swap(false)
+	s.endQueued = end
+	c.readyLocked(s)
+	err = s.waitSendHeldLocked()
+	headersSent = s.headersSent
+	s.writer = false
+	c.mu.Unlock()
+	return headersSent, err
 }
 
 // WriteData sends b's bytes as DATA frames, splitting them by the peer's
@@ -826,7 +918,7 @@ func (s *Stream) WriteData(b *bufpool.Buffer, end bool) error {
 		return err
 	}
 	s.sendKind, s.sendBuf, s.sendOff, s.sendEnd = sendData, b, 0, end
-	s.sendHold, s.hold = s.hold, false
+	s.sendHold = s.hold.Swap(false)
 	s.endQueued = end
 	c.readyLocked(s)
 	if c.writing && !c.closing && !s.sendHold {
@@ -893,12 +985,10 @@ func (s *Stream) Reset(code h2frame.ErrCode) {
 // be written: the write after it sends both in one syscall (response
 // headers and a message, or the last message and the trailers). The caller
 // must write again at once; until then those bytes wait.
-func (s *Stream) HoldFlush() {
-	c := s.conn
-	c.mu.Lock()
-	s.hold = true
-	c.mu.Unlock()
-}
+//
+// It takes no lock: the writing goroutine calls it just before its write,
+// which reads it under the lock.
+func (s *Stream) HoldFlush() { s.hold.Store(true) }
 
 // Done is closed once the stream is closed: both halves ended, reset by
 // either side, or the connection ended.

@@ -309,6 +309,7 @@ func (c *Conn) encodeOneLocked(s *Stream, budget *int, wb *wakeBatch) (progress,
 	case sendHeaders:
 		st, err := s.state.sendHeaders(s.sendEnd)
 		if err != nil {
+			s.dropSendLocked() // a WriteHeadersData's buffer
 			c.finishSendLocked(s, ErrSendClosed, wb)
 			return false, false
 		}
@@ -316,6 +317,13 @@ func (c *Conn) encodeOneLocked(s *Stream, budget *int, wb *wakeBatch) (progress,
 		*budget -= 128
 		s.headersSent = true
 		c.resetStrikes = true
+		if s.sendThenData {
+			// WriteHeadersData: the item goes on as its DATA, in a
+			// later round of this loop (the stream stays ready).
+			s.sendKind, s.sendFields, s.sendEnd = sendData, nil, s.sendDataEnd
+			c.setStateLocked(s, st)
+			return true, true
+		}
 		c.finishSendLocked(s, nil, wb)
 		c.setStateLocked(s, st)
 		return true, false
@@ -346,6 +354,14 @@ func (c *Conn) encodeOneLocked(s *Stream, budget *int, wb *wakeBatch) (progress,
 			// Blocked on the stream window: its WINDOW_UPDATE (or a
 			// SETTINGS increase) puts it back. Blocked on the
 			// connection window only: keep its place.
+			if s.sendThenData {
+				// A WriteHeadersData's HEADERS went out: its sender
+				// returns rather than wait for window (see there),
+				// once; whoever waits next waits for the whole item.
+				s.sendThenData = false
+				s.sendAsync = true
+				wb.add(s)
+			}
 			return false, s.out.avail() > 0
 		}
 		last := int(n) == rem
@@ -372,6 +388,7 @@ func (c *Conn) encodeOneLocked(s *Stream, budget *int, wb *wakeBatch) (progress,
 // finishSendLocked empties the send slot and has wb wake its sender.
 func (c *Conn) finishSendLocked(s *Stream, err error, wb *wakeBatch) {
 	s.sendKind = sendNone
+	s.sendThenData = false
 	s.sendFields = nil
 	s.sendResult = err
 	wb.add(s)

@@ -1,0 +1,90 @@
+//go:build leangrpclockcount
+
+package leangrpc_test
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+
+	"github.com/leangrpc/leangrpc/internal/h2conn"
+)
+
+// The engine lock's acquisitions per unary call, by side and step, with
+// many calls in flight on one connection (as leanbench's unary ×120 runs
+// them). Run with: go test -tags leangrpclockcount -run TestUnaryLockCount -v .
+// With -covermode=count -coverpkg=./... and -run TestUnaryLockCount/120 the
+// coverage profile counts the rest per call (pool operations, channel
+// operations, parks, syscalls): 12,000 calls in all, warm-up included.
+func TestUnaryLockCount(t *testing.T) {
+	e := setup(t, pairs[0], serverSettings{}, clientSettings{})
+	defer e.stop()
+	req := &testpb.SimpleRequest{ResponseSize: 100, Payload: &testpb.Payload{Body: make([]byte, 100)}}
+	run := func(calls, inFlight int) {
+		var left atomic.Int64
+		left.Store(int64(calls))
+		var wg sync.WaitGroup
+		for range inFlight {
+			wg.Go(func() {
+				for left.Add(-1) >= 0 {
+					if _, err := e.tc.UnaryCall(context.Background(), req); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for _, inFlight := range []int{1, 120} {
+		t.Run(fmt.Sprint(inFlight), func(t *testing.T) { countLocks(t, run, inFlight) })
+	}
+}
+
+// countLocks runs unary calls, inFlight at a time, and logs the engine
+// lock's acquisitions per call by side and step.
+func countLocks(t *testing.T, run func(calls, inFlight int), inFlight int) {
+	const calls = 6000
+	run(calls, inFlight) // warm up pools and free lists
+	h2conn.TakeLockCounts()
+	run(calls, inFlight)
+	counts := h2conn.TakeLockCounts()
+	sites := slices.Collect(func(yield func(h2conn.LockSite) bool) {
+		for s := range counts {
+			if !yield(s) {
+				return
+			}
+		}
+	})
+	slices.SortFunc(sites, func(a, b h2conn.LockSite) int {
+		if a.Server != b.Server {
+			if a.Server {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(counts[b], counts[a])
+	})
+	var total [2]int
+	for _, s := range sites {
+		side := "client"
+		if s.Server {
+			side = "server"
+			total[1] += counts[s]
+		} else {
+			total[0] += counts[s]
+		}
+		t.Logf("%d in flight  %s  %5.2f  %s <- %s (taken in %s)", inFlight, side, float64(counts[s])/calls, s.Entry, s.Caller, s.Taker)
+	}
+	t.Logf("%d in flight: lock acquisitions per call: client %.2f, server %.2f",
+		inFlight, float64(total[0])/calls, float64(total[1])/calls)
+	if total[0] == 0 || total[1] == 0 {
+		t.Errorf("no acquisitions counted (client %d, server %d)", total[0], total[1])
+	}
+}
