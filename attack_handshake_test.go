@@ -1,6 +1,7 @@
 package leangrpc_test
 
 import (
+	"crypto/tls"
 	"net"
 	"os"
 	"runtime"
@@ -270,4 +271,25 @@ func residentBytes() int64 {
 	}
 	pages, _ := strconv.ParseInt(f[1], 10, 64)
 	return pages * int64(os.Getpagesize())
+}
+
+// TestAttackStalledAfterTLSHandshake: a client that takes most of
+// ConnectionTimeout for its TLS handshake and then sends no preface is
+// closed when ConnectionTimeout has passed since the accept, as grpc-go's
+// one deadline does, not a whole ConnectionTimeout after the handshake.
+func TestAttackStalledAfterTLSHandshake(t *testing.T) {
+	const timeout = 2 * time.Second
+	setup := serverTLSSetup(t)
+	tg := attackTarget(t, leangrpc.Creds(setup.server), leangrpc.ConnectionTimeout(timeout))
+	raw := tg.dial(t)
+	start := time.Now()
+	time.Sleep(timeout * 3 / 4)
+	tc := tls.Client(raw, &tls.Config{RootCAs: tlsCAPool(t, "x509/server_ca_cert.pem"), ServerName: "x.test.example.com", NextProtos: []string{"h2"}})
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("TLS handshake: %v", err)
+	}
+	wantEnd(t, tc, 2*timeout)
+	if took := time.Since(start); took > timeout*3/2 {
+		t.Errorf("a connection silent after its handshake was closed %v after the accept, want about %v", took.Round(10*time.Millisecond), timeout)
+	}
 }

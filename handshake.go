@@ -104,7 +104,7 @@ func (p *pendingHandshake) run() {
 		s.connWG.Done()
 		return
 	}
-	s.startConn(secured(p.hs, c), auth)
+	s.startConn(secured(p.hs, c), auth, p.deadline)
 }
 
 // expire closes a connection whose first bytes did not come by the

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leangrpc/leangrpc/internal/budget"
@@ -247,14 +248,14 @@ func (s *Server) Serve(lis net.Listener) error {
 // waits there for the client's first bytes (handshake.go).
 func (s *Server) serveConn(nc net.Conn) {
 	if s.opts.creds == nil {
-		s.startConn(nc, nil)
+		s.startConn(nc, nil, time.Time{})
 		return
 	}
 	s.handshakeConn(nc)
 }
 
 // startConn starts the HTTP/2 connection over nc, secured by auth.
-func (s *Server) startConn(nc net.Conn, auth credentials.AuthInfo) {
+func (s *Server) startConn(nc net.Conn, auth credentials.AuthInfo, deadline time.Time) {
 	sc := &serverConn{srv: s}
 	sc.peer = peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
 	conn := h2conn.NewServerConn(nc, s.h2cfg, sc)
@@ -266,8 +267,30 @@ func (s *Server) startConn(nc net.Conn, auth credentials.AuthInfo) {
 		return
 	}
 	s.conns[conn] = struct{}{}
+	if !deadline.IsZero() {
+		// Set under mu, before the connection can greet or end (both
+		// stop it there, and take mu to read it).
+		sc.greetBy = time.AfterFunc(time.Until(deadline), func() {
+			if !sc.greeted.Load() {
+				conn.Close()
+			}
+		})
+	}
 	s.mu.Unlock()
 	conn.ServeAsync(nil) // sc.ConnEnded runs at the end
+}
+
+// stopGreetTimer stops the handshake-deadline timer, so that it holds the
+// connection no longer than its life.
+func (sc *serverConn) stopGreetTimer() {
+	s := sc.srv
+	s.mu.Lock()
+	t := sc.greetBy
+	sc.greetBy = nil
+	s.mu.Unlock()
+	if t != nil {
+		t.Stop()
+	}
 }
 
 // ConnGreeted is the engine's h2conn.GreetHandler hook: the client's
@@ -275,6 +298,8 @@ func (s *Server) startConn(nc net.Conn, auth credentials.AuthInfo) {
 // here, as from grpc-go's server, whose transport reads both before it
 // reports ConnBegin; a connection that never greets is never reported.
 func (sc *serverConn) ConnGreeted(*h2conn.Conn) {
+	sc.greeted.Store(true)
+	sc.stopGreetTimer()
 	if sh := sc.srv.stats; sh != nil {
 		sc.beginConnStats(sh)
 	}
@@ -283,6 +308,7 @@ func (sc *serverConn) ConnGreeted(*h2conn.Conn) {
 // ConnEnded is the engine's end hook for the connection (h2conn.EndHandler:
 // no closure per connection).
 func (sc *serverConn) ConnEnded(conn *h2conn.Conn) {
+	sc.stopGreetTimer()
 	s := sc.srv
 	if sc.stats != nil {
 		s.stats.HandleConn(sc.stats.ctx, &stats.ConnEnd{})
@@ -355,6 +381,12 @@ type serverConn struct {
 	srv   *Server
 	peer  peer.Peer  // in the same allocation as the serverConn
 	stats *connStats // with a stats handler: the context TagConn returned
+	// greetBy, after a credentials handshake, closes the connection if
+	// the client has not greeted by the end of ConnectionTimeout counted
+	// from the accept, as grpc-go's one deadline covers both; the
+	// engine's own preface timer counts from the handshake's end.
+	greetBy *time.Timer
+	greeted atomic.Bool
 }
 
 // peerCtxKey is the key under which grpc-go's peer package looks for the
