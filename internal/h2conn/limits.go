@@ -105,7 +105,7 @@ const (
 	maxResetsPerWindow = 1000
 	resetWindow        = time.Second
 	// unstartedResetWeight: how many resets a peer's RST_STREAM counts for
-	// when its stream still awaited its request (Stream.AwaitRequest: a
+	// when its stream still awaited its request (Stream.SetHandlers: a
 	// unary call whose DATA had not come). A client has little reason to
 	// cancel a unary call between its HEADERS and its message, which go
 	// out together; rapid reset does nothing else. So such resets are

@@ -101,7 +101,7 @@ type Stream struct {
 	err      *Error       // why the stream ended abnormally
 	resetObj ResetHandler // SetResetHandler's
 	hookDone bool
-	// arrival is AwaitRequest's handler, until the request's first DATA
+	// arrival is SetHandlers' arrival handler, until the request's first DATA
 	// or END_STREAM or the stream's end; arrivalReset says the reset hook
 	// is due before it at the end (endAwaited).
 	arrival      ArrivalHandler
@@ -398,7 +398,7 @@ func (c *Conn) failStreamLocked(s *Stream, err *Error) func(error) {
 	return nil
 }
 
-// endAwaited is failStreamLocked's hook for a stream with an AwaitRequest
+// endAwaited is failStreamLocked's hook for a stream with an arrival
 // handler: the reset hook if it is due, then the arrival handler.
 func (s *Stream) endAwaited(err error) {
 	c := s.conn
@@ -431,10 +431,19 @@ type ResetHandler interface {
 // at once.
 func (s *Stream) SetResetHandler(h ResetHandler) { s.SetHandlers(h, nil) }
 
-// SetHandlers is SetResetHandler(h) followed by AwaitRequest(a), in one
-// round trip of the engine lock (a server's unary call, on the reader,
-// registers both); with a nil a it is SetResetHandler(h) and reports
-// false. It reports whether a was registered.
+// SetHandlers is SetResetHandler(h) that also, when a is not nil, makes
+// the stream await its request: a's RequestArrived is then called once,
+// without engine locks, on the connection's reader when the server
+// stream's first DATA frame or its END_STREAM arrives, or, when the stream
+// ends first (a reset by either side, the connection's end), on the
+// goroutine that ended it, after h. It reports whether a was registered:
+// false when the request had begun already or the stream has ended, and
+// the caller goes on at once. a must not block. One round trip of the
+// engine lock registers both.
+//
+// A server defers a unary handler this way: until the request message
+// comes there is nothing for it to do, and a stream a client opens and
+// resets at once (rapid reset) then costs no handler at all.
 func (s *Stream) SetHandlers(h ResetHandler, a ArrivalHandler) bool {
 	c := s.conn
 	c.mu.Lock()
@@ -451,32 +460,15 @@ func (s *Stream) SetHandlers(h ResetHandler, a ArrivalHandler) bool {
 	return awaits
 }
 
-// ArrivalHandler is told that a request's body began to arrive
-// (AwaitRequest). An interface, as ResetHandler, so that a server's
-// per-call object registers itself without allocating.
+// ArrivalHandler is told that a request's body began to arrive, or that
+// its stream ended first (SetHandlers). An interface, as ResetHandler, so
+// that a server's per-call object registers itself without allocating.
 type ArrivalHandler interface {
 	RequestArrived()
 }
 
-// AwaitRequest registers h, whose RequestArrived is called once, without
-// engine locks: on the connection's reader when the server stream's first
-// DATA frame or its END_STREAM arrives, or, when the stream ends first
-// (a reset by either side, the connection's end), on the goroutine that
-// ended it, after the ResetHandler. It reports false and registers nothing
-// when the request had begun already or the stream has ended: the caller
-// goes on at once. h must not block.
-//
-// A server defers a unary handler this way: until the request message
-// comes there is nothing for it to do, and a stream a client opens and
-// resets at once (rapid reset) then costs no handler at all.
-func (s *Stream) AwaitRequest(h ArrivalHandler) bool {
-	c := s.conn
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return s.awaitRequestLocked(h)
-}
-
-// awaitRequestLocked is AwaitRequest with mu held.
+// awaitRequestLocked registers h as the stream's arrival handler
+// (SetHandlers) unless the request had begun. Called with mu held.
 func (s *Stream) awaitRequestLocked(h ArrivalHandler) bool {
 	if s.local || s.recvEOF || s.recvBytes > 0 || s.err != nil || s.state == stateClosed {
 		return false
@@ -485,7 +477,7 @@ func (s *Stream) awaitRequestLocked(h ArrivalHandler) bool {
 	return true
 }
 
-// takeArrivalLocked returns the AwaitRequest handler to call once mu is
+// takeArrivalLocked returns the arrival handler to call once mu is
 // released, and forgets it. Called with mu held.
 func (s *Stream) takeArrivalLocked() ArrivalHandler {
 	a := s.arrival
@@ -783,22 +775,8 @@ func (s *Stream) WriteHeaders(fields []hpack.HeaderField, end bool) error {
 		c.mu.Unlock()
 		return ErrConcurrentWrite
 	}
-	var err error
 	s.writer = true
-	switch err = s.waitAsyncLocked(); {
-	case err != nil:
-	case s.err != nil:
-		err = s.err
-	case s.sendKind != sendNone:
-		err = ErrConcurrentWrite
-	case s.endQueued || !s.state.canSend() && s.state != stateIdle:
-		err = ErrSendClosed
-	case s.headersSent && !end:
-		err = ErrTrailersMustEnd
-	default:
-		err = c.headerListFitsLocked(fields)
-	}
-	if err != nil {
+	if err := s.headersWritableLocked(fields, end); err != nil {
 		s.writer = false
 		c.mu.Unlock()
 		return err
@@ -808,6 +786,25 @@ func (s *Stream) WriteHeaders(fields []hpack.HeaderField, end bool) error {
 	s.endQueued = end
 	c.readyLocked(s)
 	return s.waitSendLocked()
+}
+
+// headersWritableLocked waits for an earlier write's item to go and
+// reports why HEADERS with fields (ending the stream when end) cannot be
+// queued now, or nil. Called with mu held and s.writer set.
+func (s *Stream) headersWritableLocked(fields []hpack.HeaderField, end bool) error {
+	switch err := s.waitAsyncLocked(); {
+	case err != nil:
+		return err
+	case s.err != nil:
+		return s.err
+	case s.sendKind != sendNone:
+		return ErrConcurrentWrite
+	case s.endQueued || !s.state.canSend() && s.state != stateIdle:
+		return ErrSendClosed
+	case s.headersSent && !end:
+		return ErrTrailersMustEnd
+	}
+	return s.conn.headerListFitsLocked(fields)
 }
 
 // WriteHeadersData is WriteHeaders(fields, false) followed by
@@ -836,19 +833,7 @@ func (s *Stream) WriteHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer,
 		return false, ErrConcurrentWrite
 	}
 	s.writer = true
-	switch err = s.waitAsyncLocked(); {
-	case err != nil:
-	case s.err != nil:
-		err = s.err
-	case s.sendKind != sendNone:
-		err = ErrConcurrentWrite
-	case s.endQueued || !s.state.canSend() && s.state != stateIdle:
-		err = ErrSendClosed
-	case s.headersSent:
-		err = ErrTrailersMustEnd
-	default:
-		err = c.headerListFitsLocked(fields)
-	}
+	err = s.headersWritableLocked(fields, false)
 	if err != nil {
 		s.writer = false
 		c.mu.Unlock()
@@ -969,7 +954,7 @@ func (s *Stream) Reset(code h2frame.ErrCode) {
 	}
 	wasIdle := s.state == stateIdle
 	err := &Error{Code: code, StreamID: s.id, Initiator: InitiatorUser, Reason: "reset"}
-	hook := c.failStreamLocked(s, err) // only an AwaitRequest handler's
+	hook := c.failStreamLocked(s, err) // only an arrival handler's
 	if !wasIdle && !c.closing {
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: s.id, code: code}, false)
 		c.flushLocked()

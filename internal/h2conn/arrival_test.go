@@ -38,10 +38,10 @@ func (l *arrivalLog) get() []string {
 	return append([]string(nil), l.events...)
 }
 
-// AwaitRequest's handler hears once of the request's first DATA frame, or
+// SetHandlers' arrival handler hears once of the request's first DATA frame, or
 // of the stream's end after the reset hook; it is not registered when the
 // request began already.
-func TestAwaitRequest(t *testing.T) {
+func TestSetHandlersAwaitsRequest(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		act  func(st *serverTest, s *h2conn.Stream)
@@ -61,9 +61,8 @@ func TestAwaitRequest(t *testing.T) {
 				s := st.stream()
 				defer s.Release()
 				log := newArrivalLog()
-				s.SetResetHandler(log)
-				if !s.AwaitRequest(log) {
-					t.Fatal("AwaitRequest refused a stream whose request had not begun")
+				if !s.SetHandlers(log, log) {
+					t.Fatal("SetHandlers refused to await a stream whose request had not begun")
 				}
 				tc.act(st, s)
 				select {
@@ -85,8 +84,8 @@ func TestAwaitRequest(t *testing.T) {
 			st.peer.WriteHeaders(1, true, reqFields("/")...)
 			s := st.stream()
 			defer s.Release()
-			if s.AwaitRequest(newArrivalLog()) {
-				t.Error("AwaitRequest registered on a stream whose request had ended")
+			if l := newArrivalLog(); s.SetHandlers(l, l) {
+				t.Error("SetHandlers awaited a stream whose request had ended")
 			}
 		})
 	})
