@@ -251,12 +251,12 @@ func TestAttackBudgetRefusesConnections(t *testing.T) {
 	for _, id := range []uint32{1, 3} {
 		p.WriteHeadersBlock(id, h2frame.FlagEndHeaders, requestBlock(unaryPath))
 		p.WriteData(id, false, prefix)
-		// 928 KiB each, within the stream window before the handler
-		// widens it for the message: 1.8 MiB together, over the soft
+		// 864 KiB each, within the stream window before the handler
+		// widens it for the message: 1.7 MiB together, over the soft
 		// level (1.5 MiB) and under the budget, with room on both
 		// sides for the ledgers' granules and for the handlers, which
 		// start as the first DATA comes and move the bytes they gather.
-		for range 58 {
+		for range 54 {
 			p.WriteData(id, false, chunk)
 		}
 	}
