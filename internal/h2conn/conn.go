@@ -92,7 +92,12 @@ type Conn struct {
 	// exactly when it is within 2^17 of one remembered; an older one may
 	// match by its low bits, which only picks STREAM_CLOSED over
 	// PROTOCOL_ERROR for a HEADERS on an id that is closed either way.
-	recentClosed  [recentClosedIDs]uint16
+	recentClosed [recentClosedIDs]uint16
+	// recentReset has bit i set when recentClosed[i] is a stream we
+	// reset (or ended with RST_STREAM NO_ERROR before its request was
+	// complete): DATA the peer had sent before our RST_STREAM reached it
+	// is ignored on those (RFC 9113 §5.1, "closed").
+	recentReset   uint16
 	recentNext    uint8
 	shutdownPhase int8 // 0 none, 1 first GOAWAY + PING sent, 2 final GOAWAY sent
 	role          Role // set once
@@ -575,6 +580,18 @@ func (c *Conn) wasClosedLocked(id uint32) bool {
 	return false
 }
 
+// wasResetLocked reports whether id is one of the recently closed peer
+// streams and we reset it.
+func (c *Conn) wasResetLocked(id uint32) bool {
+	tag := closedTag(id)
+	for i, x := range c.recentClosed {
+		if x == tag && c.recentReset&(1<<i) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // closedTag is what recentClosed keeps of a stream id: bits 1-16, plus one
 // so that the ring's empty slots (zero) match no small id.
 func closedTag(id uint32) uint16 {
@@ -628,12 +645,21 @@ func (c *Conn) onData(f *h2frame.DataFrame) *Error {
 	s := c.streams[id]
 	if s == nil || s.state == stateIdle {
 		idle := c.idleLocked(id)
+		// DATA the peer sent before our RST_STREAM reached it is
+		// ignored, not answered with another reset (RFC 9113 §5.1): a
+		// client streaming to a handler that returned early sends some
+		// in any case, and answering each would count against the
+		// reset limit.
+		late := !idle && s == nil && c.wasResetLocked(id)
 		c.mu.Unlock()
 		if b != nil {
 			b.Free() // no stream to deliver to
 		}
 		if idle {
 			return connErr(h2frame.ErrCodeProtocol, "data_on_idle_stream")
+		}
+		if late {
+			return nil
 		}
 		return c.resetStream(id, h2frame.ErrCodeStreamClosed, "data_on_closed_stream")
 	}
@@ -698,7 +724,7 @@ func (c *Conn) resetStream(id uint32, code h2frame.ErrCode, reason string) *Erro
 	c.mu.Lock()
 	if c.isPeerID(id) && id > c.maxPeerID {
 		c.maxPeerID = id
-		c.rememberClosedLocked(id)
+		c.rememberClosedLocked(id, true)
 	}
 	var hook func(error)
 	var err *Error
@@ -802,10 +828,16 @@ func (c *Conn) onWindowUpdate(f *h2frame.WindowUpdateFrame) *Error {
 	return nil
 }
 
-// rememberClosedLocked records a closed peer stream id.
-func (c *Conn) rememberClosedLocked(id uint32) {
-	c.recentClosed[c.recentNext] = closedTag(id)
-	c.recentNext = (c.recentNext + 1) % recentClosedIDs
+// rememberClosedLocked records a closed peer stream id, and whether we
+// reset it.
+func (c *Conn) rememberClosedLocked(id uint32, reset bool) {
+	i := c.recentNext
+	c.recentClosed[i] = closedTag(id)
+	c.recentReset &^= 1 << i
+	if reset {
+		c.recentReset |= 1 << i
+	}
+	c.recentNext = (i + 1) % recentClosedIDs
 }
 
 // NumActiveStreams reports the streams open or half-closed on the

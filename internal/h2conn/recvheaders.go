@@ -40,7 +40,7 @@ func (c *Conn) onHeaders(f *h2frame.HeadersFrame) *Error {
 		return nil
 	}
 	refuse := func(code h2frame.ErrCode, reason string) *Error {
-		c.rememberClosedLocked(id)
+		c.rememberClosedLocked(id, true)
 		c.mu.Unlock()
 		return c.resetStream(id, code, reason)
 	}
@@ -59,7 +59,7 @@ func (c *Conn) onHeaders(f *h2frame.HeadersFrame) *Error {
 		return refuse(h2frame.ErrCodeProtocol, f.Invalid)
 	}
 	if f.Truncated {
-		c.rememberClosedLocked(id)
+		c.rememberClosedLocked(id, true)
 		c.queueCtrlLocked(ctrlFrame{kind: ctrl431, id: id}, true)
 		if !end {
 			c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: id, code: h2frame.ErrCodeNo}, true)

@@ -73,7 +73,7 @@ func TestRecentClosed(t *testing.T) {
 		}
 	}
 	for id := uint32(1); id < 2*recentClosedIDs+40; id += 2 {
-		c.rememberClosedLocked(id)
+		c.rememberClosedLocked(id, false)
 	}
 	last := uint32(2*recentClosedIDs + 39)
 	for id := uint32(1); id <= last+200; id += 2 {

@@ -335,7 +335,7 @@ func (c *Conn) streamClosedLocked(s *Stream) {
 		} else {
 			c.numPeer--
 			c.ledger().Release(headerListBytes(s.hdrs)) // charged by onHeaders
-			c.rememberClosedLocked(s.id)
+			c.rememberClosedLocked(s.id, s.err != nil && s.err.Initiator != InitiatorPeer)
 			if c.numPeer == 0 {
 				// The next request needs a reader (reader.go).
 				c.reclaimOfferedLocked()

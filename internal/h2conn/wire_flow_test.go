@@ -35,6 +35,46 @@ func TestWireResponseCompleteResetsNoError(t *testing.T) {
 	})
 }
 
+// DATA the client had sent before the server's RST_STREAM(NO_ERROR)
+// reached it is ignored (RFC 9113 §5.1, "closed"): not answered with
+// STREAM_CLOSED, and not counted against the reset limit, however much of
+// it comes. DATA on a stream both sides ended normally still is.
+func TestWireDataAfterOurResetIgnored(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		st := newServerTest(t, h2conn.Config{}, wireOpts{})
+		st.greet()
+		p := st.peer
+		p.WriteHeaders(1, false, reqFields("/")...)
+		s := st.stream()
+		if err := respond(st.pool, s, []byte("early")); err != nil {
+			t.Fatal(err)
+		}
+		p.WantHeaders(1)
+		p.WantBodyTrailers(1, false)
+		p.WantRST(1, h2frame.ErrCodeNo)
+		for range 1500 { // more than the resets a second allowed
+			p.WriteData(1, false, []byte{'x'})
+		}
+		p.WriteData(1, true, []byte{'x'})
+		st.stillUp() // a RST_STREAM or GOAWAY would come before the ack
+
+		p.WriteHeaders(3, false, reqFields("/")...)
+		p.WriteData(3, true, []byte("req"))
+		s = st.stream()
+		if _, err := readAll(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := respond(st.pool, s, []byte("done")); err != nil {
+			t.Fatal(err)
+		}
+		p.WantHeaders(3)
+		p.WantBodyTrailers(3, true)
+		p.WriteData(3, false, []byte{'x'})
+		p.WantRST(3, h2frame.ErrCodeStreamClosed)
+		st.stillUp()
+	})
+}
+
 // Unlike grpc-go, the engine does not ping for a bandwidth sample on every
 // small RPC: many small requests draw no PING at all.
 func TestWireNoPingPerSmallRPC(t *testing.T) {
