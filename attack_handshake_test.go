@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leangrpc/leangrpc"
+	"github.com/leangrpc/leangrpc/internal/budget"
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
 	"github.com/leangrpc/leangrpc/internal/h2test"
@@ -44,10 +45,22 @@ func stalledConns(t *testing.T, tg *target, n int) []*h2test.Peer {
 func TestAttackStalledHandshake(t *testing.T) {
 	const timeout = time.Second
 	tg := attackTarget(t, leangrpc.ConnectionTimeout(timeout))
-	for _, p := range stalledConns(t, tg, 16) {
+	base := leangrpc.MemoryInUse(tg.srv)
+	peers := stalledConns(t, tg, 16)
+	// Each waiting connection is charged to the memory budget, so that a
+	// flood of them reaches its soft level and is refused.
+	want := base + int64(len(peers))*budget.GreetingBytes
+	deadline := time.Now().Add(attackWait)
+	for leangrpc.MemoryInUse(tg.srv) < want && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if used := leangrpc.MemoryInUse(tg.srv); used < want {
+		t.Errorf("%d stalled connections: %d bytes charged to the budget, want at least %d", len(peers), used-base, want-base)
+	}
+	for _, p := range peers {
 		wantEnd(t, p.Conn, timeout+2*time.Second)
 	}
-	tg.legit(t)
+	tg.legit(t) // and the cleanup checks the budget is back at its base
 }
 
 // TestAttackStalledHandshakeHoldsNoGoroutine: on the Linux socket path a

@@ -70,7 +70,12 @@ func attackTarget(t *testing.T, opts ...leangrpc.ServerOption) *target {
 	// shared by every server of the process, and connections of earlier
 	// tests still ending would move it under this one's checks.
 	own := leangrpc.MemoryBudget(budget.Default().Limit())
-	s := leangrpc.NewServer(append([]leangrpc.ServerOption{own}, opts...)...)
+	// Every peer of these tests, the legitimate client's too, comes from
+	// 127.0.0.1, and most tests attack more than once: the throttle on
+	// repeat offenders would refuse their next connections. It has tests
+	// of its own (attack_offenders_test.go), which pass their own option.
+	unthrottled := leangrpc.OffenderBackoff(0)
+	s := leangrpc.NewServer(append([]leangrpc.ServerOption{own, unthrottled}, opts...)...)
 	mem := leangrpc.MemoryInUse(s)
 	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
 	go s.Serve(lis)

@@ -49,6 +49,22 @@ type serverOptions struct {
 	statsHandlers        []stats.Handler
 	numStreamWorkers     uint32
 	memoryBudget         int64
+	offenderBackoff      *time.Duration
+}
+
+// OffenderBackoff bounds how fast the server takes new connections from an
+// address whose connections it ended for abuse (GOAWAY ENHANCE_YOUR_CALM:
+// reset and control-frame floods, HPACK bombs, header blocks past the
+// memory budget, a stall inside a frame). After an offense the address is
+// served one new connection per interval, starting at a millisecond and
+// doubling with each offense up to max; the others are closed as they are
+// accepted. Connections already up are never affected, and an address is
+// forgotten 30 s after its last offense. The default max is one second;
+// 0 turns the throttle off (as grpc-go, which has no such option, does
+// not throttle), for a server whose clients all come through one trusted
+// proxy address. IPv6 addresses are counted by their /64.
+func OffenderBackoff(max time.Duration) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.offenderBackoff = &max })
 }
 
 // MemoryBudget gives the server a memory budget of its own, of n bytes
@@ -218,7 +234,8 @@ func StaticConnWindowSize(n int32) ServerOption { return InitialConnWindowSize(n
 // count: names, values and 32 bytes per field) a request's HEADERS may
 // carry. A request over it is reset before it reaches a handler, its
 // header block decoded no further than the limit. 0 keeps the default,
-// grpc-go's 16 MiB.
+// 1 MiB (grpc-go's is 16 MiB: a server takes lists from any peer, and
+// h2conn.DefaultServerMaxHeaderListSize says why it is lower).
 func MaxHeaderListSize(n uint32) ServerOption {
 	return serverOptionFunc(func(o *serverOptions) { o.maxHeaderListSize = n })
 }

@@ -1,6 +1,7 @@
 package leangrpc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,6 +56,8 @@ type Server struct {
 	connWG   sync.WaitGroup                 // serving goroutines of accepted connections
 	handlers sync.WaitGroup                 // RPC handler goroutines
 	workers  *workerPool                    // the goroutines that run handlers (workers.go)
+
+	offenders offenders // addresses whose connections were ended for abuse (offenders.go)
 }
 
 type serviceInfo struct {
@@ -95,7 +98,7 @@ func NewServer(opts ...ServerOption) *Server {
 		InitialStreamWindow:     windowSize(o.initialWindow),
 		InitialConnWindow:       windowSize(o.initialConnWindow),
 		DisableBDP:              o.staticWindows,
-		MaxHeaderListSize:       o.maxHeaderListSize,
+		MaxHeaderListSize:       cmp.Or(o.maxHeaderListSize, h2conn.DefaultServerMaxHeaderListSize),
 		HeaderTableSize:         o.headerTableSize,
 		Pool:                    pool,
 		PooledReads:             pooledReads(o.readBufferPooling),
@@ -125,11 +128,13 @@ func NewServer(opts ...ServerOption) *Server {
 	if o.memoryBudget > 0 {
 		s.h2cfg.Budget = budget.New(o.memoryBudget)
 	}
-	if o.maxHeaderListSize > 0 {
-		// One list of the configured size must be receivable whatever the
-		// budget's cap on header blocks (budget/limits.go); 16 KiB is the
-		// frame layer's slack over the list limit.
-		s.h2cfg.Budget.AllowBlocks(int64(o.maxHeaderListSize) + 16<<10)
+	// One list of the server's limit must be receivable whatever the
+	// budget's cap on header blocks (budget/limits.go); 16 KiB is the
+	// frame layer's slack over the list limit.
+	s.h2cfg.Budget.AllowBlocks(int64(s.h2cfg.MaxHeaderListSize) + 16<<10)
+	s.offenders.maxInterval = defaultOffenderMaxInterval
+	if o.offenderBackoff != nil {
+		s.offenders.maxInterval = *o.offenderBackoff
 	}
 	return s
 }
@@ -219,6 +224,16 @@ func (s *Server) Serve(lis net.Listener) error {
 			return err
 		}
 		delay = 0
+		if !s.offenders.admit(nc.RemoteAddr(), time.Now()) {
+			// A repeat offender's connection beyond its rate
+			// (offenders.go): reset, so that neither side keeps the
+			// socket in TIME_WAIT.
+			if tc, ok := nc.(*net.TCPConn); ok {
+				tc.SetLinger(0)
+			}
+			nc.Close()
+			continue
+		}
 		if s.h2cfg.Budget.RefusesConns() {
 			// The memory budget is under pressure: a new connection
 			// would add to it before it could be refused anything.
@@ -258,11 +273,14 @@ func (s *Server) serveConn(nc net.Conn) {
 func (s *Server) startConn(nc net.Conn, auth credentials.AuthInfo, deadline time.Time) {
 	sc := &serverConn{srv: s}
 	sc.peer = peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
+	s.h2cfg.Budget.Charge(budget.GreetingBytes)
+	sc.greetCharged.Store(true)
 	conn := h2conn.NewServerConn(nc, s.h2cfg, sc)
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
 		conn.Close()
+		sc.releaseGreeting()
 		s.connWG.Done()
 		return
 	}
@@ -300,6 +318,7 @@ func (sc *serverConn) stopGreetTimer() {
 func (sc *serverConn) ConnGreeted(*h2conn.Conn) {
 	sc.greeted.Store(true)
 	sc.stopGreetTimer()
+	sc.releaseGreeting()
 	if sh := sc.srv.stats; sh != nil {
 		sc.beginConnStats(sh)
 	}
@@ -309,7 +328,11 @@ func (sc *serverConn) ConnGreeted(*h2conn.Conn) {
 // no closure per connection).
 func (sc *serverConn) ConnEnded(conn *h2conn.Conn) {
 	sc.stopGreetTimer()
+	sc.releaseGreeting()
 	s := sc.srv
+	if abusive(conn.Err()) {
+		s.offenders.offended(sc.peer.Addr, time.Now())
+	}
 	if sc.stats != nil {
 		s.stats.HandleConn(sc.stats.ctx, &stats.ConnEnd{})
 	}
@@ -387,6 +410,17 @@ type serverConn struct {
 	// engine's own preface timer counts from the handshake's end.
 	greetBy *time.Timer
 	greeted atomic.Bool
+	// greetCharged: budget.GreetingBytes is charged, until the client
+	// greets or the connection ends.
+	greetCharged atomic.Bool
+}
+
+// releaseGreeting returns the connection's charge for its wait for the
+// client's greeting, once.
+func (sc *serverConn) releaseGreeting() {
+	if sc.greetCharged.CompareAndSwap(true, false) {
+		sc.srv.h2cfg.Budget.Charge(-budget.GreetingBytes)
+	}
 }
 
 // peerCtxKey is the key under which grpc-go's peer package looks for the

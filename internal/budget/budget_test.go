@@ -213,21 +213,21 @@ func TestDefaultLimit(t *testing.T) {
 // server may raise the cap for the lists it is configured to take.
 func TestChargeBlockCap(t *testing.T) {
 	const share = 64 << 10
-	a := New(1 << 30) // cap: 8 MiB
+	a := New(1 << 30) // cap: 2 MiB
 	l1, l2 := a.NewLedger(), a.NewLedger()
-	if !l1.ChargeBlock(0, 6<<20, share) {
-		t.Fatal("a 6 MiB block refused on an idle account")
+	if !l1.ChargeBlock(0, 3<<19, share) {
+		t.Fatal("a 1.5 MiB block refused on an idle account")
 	}
-	if got, want := a.Blocks(), int64(6<<20-share); got != want {
+	if got, want := a.Blocks(), int64(3<<19-share); got != want {
 		t.Errorf("blocks past the share %d, want %d", got, want)
 	}
-	if l2.ChargeBlock(0, 4<<20, share) {
-		t.Error("a second block taking the bytes past the shares over 8 MiB was charged")
+	if l2.ChargeBlock(0, 1<<20, share) {
+		t.Error("a second block taking the bytes past the shares over 2 MiB was charged")
 	}
 	if !l2.ChargeBlock(0, share, share) {
 		t.Error("a block within its share was refused")
 	}
-	l1.ReleaseBlock(6<<20, share)
+	l1.ReleaseBlock(3<<19, share)
 	l2.ReleaseBlock(share, share)
 	if a.Blocks() != 0 {
 		t.Errorf("blocks past the share %d after every release, want 0", a.Blocks())

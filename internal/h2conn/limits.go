@@ -44,6 +44,18 @@ const (
 	// DefaultMaxHeaderListSize: grpc-go's default (16 KiB is too small for
 	// some metadata users; grpc-go accepts 16 MiB).
 	DefaultMaxHeaderListSize = 16 << 20
+	// DefaultServerMaxHeaderListSize is a server's header-list limit
+	// when no option sets one: 1 MiB, a sixteenth of grpc-go's. A server
+	// takes header lists from any peer, and the bytes of a list in
+	// progress are charged to the memory budget, whose cap on header
+	// blocks past each connection's share is 2 MiB by default (budget's
+	// blockFraction): a larger advertised limit would let a legitimate
+	// list be refused with GOAWAY instead of failing at the client with
+	// the clear error grpc-go's client gives for a list over the peer's
+	// limit. gRPC C-core's default is 16 KiB; metadata of more than a
+	// MiB is rare, and MaxHeaderListSize raises the limit (and the cap
+	// with it).
+	DefaultServerMaxHeaderListSize = 1 << 20
 	// DefaultSettingsTimeout bounds the wait for the SETTINGS ACK.
 	DefaultSettingsTimeout = 10 * time.Second
 	// DefaultPrefaceTimeout bounds a server's wait for the client's
@@ -135,6 +147,8 @@ const (
 	initialPeerMaxStreams = 100
 	// recentClosedIDs: how many closed peer stream ids the engine
 	// remembers to answer HEADERS on them with STREAM_CLOSED rather than
-	// PROTOCOL_ERROR (RFC 9113 §5.1 vs §5.1.1).
-	recentClosedIDs = 16
+	// PROTOCOL_ERROR (RFC 9113 §5.1 vs §5.1.1), and to ignore DATA on
+	// those it reset. 15, so that the ring and Conn.recentReset, a bit
+	// per id, take 32 bytes together.
+	recentClosedIDs = 15
 )
