@@ -147,10 +147,14 @@ func TestAttackSlowReaderNoSocketReads(t *testing.T) {
 	held := bufpool.Default().Outstanding() - bufs
 	grown := heapInUse() - before
 	t.Logf("%d handlers sending to a peer that does not read: %d pool buffers, %d KiB more heap", streams, held, grown>>10)
-	if held > 2*streams {
+	// Bounds in proportion to the handlers, not to what they sent (a
+	// send path that queued would hold hundreds of MiB by now), with room
+	// for the buffers and garbage of the process's other connections,
+	// which a loaded machine (the race detector) leaves for longer.
+	if held > 2*streams+16 {
 		t.Errorf("%d handlers sending to a peer that does not read hold %d pool buffers", streams, held)
 	}
-	if grown > 4*streams*(256<<10) {
+	if grown > 6*streams*(256<<10) {
 		t.Errorf("%d handlers sending to a peer that does not read hold %d KiB more heap", streams, grown>>10)
 	}
 	p.Conn.Close()
