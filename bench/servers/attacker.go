@@ -27,6 +27,11 @@ const attackerFlag = "attacker"
 // attack's length is seen doing it.
 const slowlorisGrace = 2 * time.Second
 
+// stalledSample is when, into the attack, slowloris's cost per connection
+// is read: the connections are all open and settled, and a default
+// server's ConnectionTimeout (10 s) has not closed them yet.
+const stalledSample = 8 * time.Second
+
 // startAttacker starts the attacking process for a against addr.
 func startAttacker(ctx context.Context, a attack, addr string, d time.Duration) (*exec.Cmd, *bytes.Buffer, error) {
 	self, err := os.Executable()

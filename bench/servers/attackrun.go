@@ -197,7 +197,10 @@ func measureAttack(ctx context.Context, o options, a attack, name, bin string) a
 			break
 		}
 		r.rssGrowth = max(r.rssGrowth, rss-r.rssBefore)
-		if stalledRSS == 0 && time.Since(attackStart) >= time.Second {
+		// Slowloris's connections are counted once the burst that opened
+		// them has settled (its garbage collected, the heap at its goal)
+		// and before ConnectionTimeout closes them.
+		if time.Since(attackStart) <= stalledSample {
 			stalledRSS = rss
 		}
 	}

@@ -511,6 +511,11 @@ func (c *Conn) dispatch(f h2frame.Frame) *Error {
 		}
 		c.sawSettings = true
 		c.state.Or(statePrefaced)
+		if c.role == RoleServer {
+			c.mu.Lock()
+			c.prefacedLocked()
+			c.mu.Unlock()
+		}
 		if gh, ok := c.handler.(GreetHandler); ok && c.role == RoleServer {
 			gh.ConnGreeted(c)
 		}

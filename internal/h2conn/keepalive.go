@@ -38,10 +38,20 @@ func (c *Conn) keepaliveParams() (every, timeout time.Duration, withoutStreams b
 }
 
 func (c *Conn) startTimersLocked() {
-	if c.cfg.SettingsTimeout > 0 && !c.settingsAcked {
+	awaitingPreface := c.role == RoleServer && c.state.Load()&statePrefaced == 0
+	if c.cfg.SettingsTimeout > 0 && !c.settingsAcked && !awaitingPreface && c.timers.settings == nil {
 		c.timers.settings = time.AfterFunc(c.cfg.SettingsTimeout, c.onSettingsTimeout)
 	}
-	if c.role == RoleServer && c.cfg.PrefaceTimeout > 0 && c.state.Load()&statePrefaced == 0 {
+	every, _, _ := c.keepaliveParams()
+	prefaceBound := awaitingPreface && c.cfg.PrefaceTimeout > 0
+	switch {
+	case prefaceBound && every > 0:
+		// Until the client greets, the keepalive timer bounds the wait
+		// for it (onKeepalive), and prefaced moves it to keepalive
+		// duty: a connection that never greets, a slowloris peer's,
+		// holds one shared timer entry of 40 bytes and no runtime timer.
+		c.timers.keepalive = afterFuncShared(c.cfg.PrefaceTimeout, c, c.cfg.inBubble)
+	case prefaceBound:
 		// Not kept to be stopped: Conn has no room for it (TestConnSize),
 		// and once the preface came it finds statePrefaced and does
 		// nothing. It holds the connection weakly: a connection that
@@ -57,8 +67,7 @@ func (c *Conn) startTimersLocked() {
 				c.onPrefaceTimeout()
 			}
 		})
-	}
-	if every, _, _ := c.keepaliveParams(); every > 0 {
+	case every > 0:
 		c.timers.keepalive = afterFuncShared(every, c, c.cfg.inBubble)
 	}
 	if c.role == RoleServer && (c.cfg.MaxConnectionIdle > 0 || c.cfg.MaxConnectionAge > 0) {
@@ -102,6 +111,21 @@ func (c *Conn) onSettingsTimeout() {
 
 // onPrefaceTimeout ends a server connection whose client did not send its
 // preface and first SETTINGS within PrefaceTimeout (a stalled handshake).
+// prefacedLocked starts what waited for the client's greeting on a
+// server: the SETTINGS ACK's deadline, and keepalive on the timer that
+// bounded the wait (startTimersLocked).
+func (c *Conn) prefacedLocked() {
+	if c.closing {
+		return
+	}
+	if c.cfg.SettingsTimeout > 0 && !c.settingsAcked && c.timers.settings == nil {
+		c.timers.settings = time.AfterFunc(c.cfg.SettingsTimeout, c.onSettingsTimeout)
+	}
+	if every, _, _ := c.keepaliveParams(); every > 0 && c.timers.keepalive != nil {
+		c.timers.keepalive.Reset(every)
+	}
+}
+
 func (c *Conn) onPrefaceTimeout() {
 	if c.state.Load()&(statePrefaced|stateEnded) == 0 {
 		c.fail(connErr(h2frame.ErrCodeProtocol, "preface_timeout"))
@@ -112,6 +136,12 @@ func (c *Conn) onPrefaceTimeout() {
 // rule) and closes the connection when nothing at all was read within
 // Timeout after the PING.
 func (c *Conn) onKeepalive() {
+	if c.role == RoleServer && c.state.Load()&statePrefaced == 0 {
+		// The timer bounds the wait for the client's greeting until it
+		// comes (startTimersLocked).
+		c.onPrefaceTimeout()
+		return
+	}
 	every, timeout, withoutStreams := c.keepaliveParams()
 	c.mu.Lock()
 	if c.closing {
