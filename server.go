@@ -413,6 +413,7 @@ type serverConn struct {
 	// greetCharged: budget.GreetingBytes is charged, until the client
 	// greets or the connection ends.
 	greetCharged atomic.Bool
+	mdCache      grpcwire.MDCache // the incoming metadata its calls share (rpc.Value)
 }
 
 // releaseGreeting returns the connection's charge for its wait for the
@@ -697,6 +698,12 @@ func (r *rpc) String() string                 { return "leangrpc.rpc(" + r.ss.Re
 func (r *rpc) Value(key any) any {
 	switch key {
 	case mdCtxKey:
+		if sc, ok := r.ss.Ctx.Parent().(*serverConn); ok {
+			// The common case (no tap, no stats handler): the
+			// connection's calls share their map while their fields
+			// are the same.
+			return r.ss.IncomingMDShared(&sc.mdCache)
+		}
 		return r.ss.IncomingMD()
 	case stsCtxKey:
 		return (*transportStream)(r)

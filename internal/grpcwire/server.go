@@ -225,10 +225,20 @@ func (s *ServerStream) RequestWireLength() int { return s.st.HeadersWireLength()
 // (custom fields, plus :authority, user-agent, content-type and
 // grpc-accept-encoding); the map is built on the first call, from the
 // fields ParseRequestScratch kept, or is Req.MD when that was filled.
-func (s *ServerStream) IncomingMD() metadata.MD {
+func (s *ServerStream) IncomingMD() metadata.MD { return s.IncomingMDShared(nil) }
+
+// IncomingMDShared is IncomingMD with the map taken from cache, the
+// connection's, when the call's fields are those of the map cached there
+// (nil: built for the call). The map may then be shared with other calls:
+// it must not be written to (MDCache).
+func (s *ServerStream) IncomingMDShared(cache *MDCache) metadata.MD {
 	s.mdOnce.Do(func() {
-		s.md = s.Req.MD
-		if s.md == nil {
+		switch {
+		case s.Req.MD != nil:
+			s.md = s.Req.MD
+		case cache != nil:
+			s.md = cache.get(&s.Req)
+		default:
 			s.md = s.Req.BuildMD()
 		}
 	})
