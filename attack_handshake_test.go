@@ -77,13 +77,8 @@ func TestAttackStalledHandshakeHoldsNoGoroutine(t *testing.T) {
 	bufs := bufpool.Default().Outstanding()
 	const n = 64
 	stalledConns(t, tg, n)
-	// Greeted, then 4 bytes of a PING's header, all in one write.
-	greeted := []byte(h2test.ClientPreface)
-	greeted = h2test.AppendFrame(greeted, h2frame.TypeSettings, 0, 0, nil)
-	ping := h2test.AppendFrame(nil, h2frame.TypePing, 0, 0, make([]byte, 8))
-	greeted = append(greeted, ping[:4]...)
 	for range n {
-		h2test.NewPeer(t, tg.dial(t), h2test.ClientRole).WriteBytes(greeted)
+		h2test.NewPeer(t, tg.dial(t), h2test.ClientRole).WriteBytes(greetedHalfHeader())
 	}
 	time.Sleep(200 * time.Millisecond) // the server accepts and reads what came
 	if grown := runtime.NumGoroutine() - base; grown > n/4 {
@@ -93,6 +88,14 @@ func TestAttackStalledHandshakeHoldsNoGoroutine(t *testing.T) {
 		t.Errorf("%d stalled connections hold %d pool buffers", 4*n, held)
 	}
 	tg.legit(t)
+}
+
+// greetedHalfHeader is a client's whole greeting (preface and SETTINGS)
+// followed by 4 bytes of a PING's frame header.
+func greetedHalfHeader() []byte {
+	b := h2test.AppendFrame([]byte(h2test.ClientPreface), h2frame.TypeSettings, 0, 0, nil)
+	ping := h2test.AppendFrame(nil, h2frame.TypePing, 0, 0, make([]byte, 8))
+	return append(b, ping[:4]...)
 }
 
 // halfClientHello is the start of a TLS handshake record that announces
@@ -246,6 +249,7 @@ func TestStalledConnectionCost(t *testing.T) {
 	}{
 		{"plaintext/nothing", false, nil},
 		{"plaintext/half-preface", false, []byte(h2test.ClientPreface[:12])},
+		{"plaintext/half-frame-header", false, greetedHalfHeader()},
 		{"tls/nothing", true, nil},
 		{"tls/half-clienthello", true, halfClientHello},
 	} {
