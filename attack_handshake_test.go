@@ -65,7 +65,8 @@ func TestAttackStalledHandshake(t *testing.T) {
 
 // TestAttackStalledHandshakeHoldsNoGoroutine: on the Linux socket path a
 // connection that has sent nothing, or part of its preface and first
-// SETTINGS, is waited for by the idle machinery: no goroutine and no pooled
+// SETTINGS, or its whole greeting and then part of the next frame's
+// header, is waited for by the idle machinery: no goroutine and no pooled
 // buffer per connection.
 func TestAttackStalledHandshakeHoldsNoGoroutine(t *testing.T) {
 	if sockio.StartIdlePoller() != nil {
@@ -76,14 +77,25 @@ func TestAttackStalledHandshakeHoldsNoGoroutine(t *testing.T) {
 	bufs := bufpool.Default().Outstanding()
 	const n = 64
 	stalledConns(t, tg, n)
+	for range n {
+		h2test.NewPeer(t, tg.dial(t), h2test.ClientRole).WriteBytes(greetedHalfHeader())
+	}
 	time.Sleep(200 * time.Millisecond) // the server accepts and reads what came
 	if grown := runtime.NumGoroutine() - base; grown > n/4 {
-		t.Errorf("%d stalled connections hold %d goroutines", 3*n, grown)
+		t.Errorf("%d stalled connections hold %d goroutines", 4*n, grown)
 	}
 	if held := bufpool.Default().Outstanding() - bufs; held > n/4 {
-		t.Errorf("%d stalled connections hold %d pool buffers", 3*n, held)
+		t.Errorf("%d stalled connections hold %d pool buffers", 4*n, held)
 	}
 	tg.legit(t)
+}
+
+// greetedHalfHeader is a client's whole greeting (preface and SETTINGS)
+// followed by 4 bytes of a PING's frame header.
+func greetedHalfHeader() []byte {
+	b := h2test.AppendFrame([]byte(h2test.ClientPreface), h2frame.TypeSettings, 0, 0, nil)
+	ping := h2test.AppendFrame(nil, h2frame.TypePing, 0, 0, make([]byte, 8))
+	return append(b, ping[:4]...)
 }
 
 // halfClientHello is the start of a TLS handshake record that announces
@@ -237,6 +249,7 @@ func TestStalledConnectionCost(t *testing.T) {
 	}{
 		{"plaintext/nothing", false, nil},
 		{"plaintext/half-preface", false, []byte(h2test.ClientPreface[:12])},
+		{"plaintext/half-frame-header", false, greetedHalfHeader()},
 		{"tls/nothing", true, nil},
 		{"tls/half-clienthello", true, halfClientHello},
 	} {

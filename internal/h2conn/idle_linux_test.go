@@ -4,14 +4,18 @@ package h2conn
 
 import (
 	"context"
+	"net"
 	"reflect"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/h2test"
 	"github.com/leangrpc/leangrpc/internal/sockio"
+	"golang.org/x/sys/unix"
 )
 
 // Idle connections on the Linux fast path: the reader hands the socket to
@@ -251,4 +255,126 @@ func readerHolds(t *testing.T, fr *h2frame.Reader) (readBuffer, scratch bool) {
 		t.Fatal("h2frame's frames has no rbuf pointer: update readerHolds")
 	}
 	return !rbuf.IsNil(), true
+}
+
+// stalledHeaderServer serves one connection with ServeAsync and greets it
+// from a raw peer, which then sends the first 3 bytes of a PING's header
+// and nothing more. It waits until the server read them and its reader
+// went idle (at most g goroutines), checks that it holds nothing but
+// those bytes, and returns the peer, the PING's bytes and the channel
+// closed by onEnd.
+func stalledHeaderServer(t *testing.T, g int, pool *bufpool.Pool, cfg Config) (*h2test.Peer, []byte, chan struct{}) {
+	t.Helper()
+	cn, sn := h2test.TCPPair(t)
+	cfg.Pool, cfg.PooledReads = pool, true
+	server := NewServerConn(sn, cfg, echoHandler(t, pool))
+	ended := make(chan struct{})
+	go server.ServeAsync(func() { close(ended) })
+	peer := h2test.NewPeer(t, cn, h2test.ClientRole)
+	peer.Greet()
+	ping := h2test.AppendFrame(nil, h2frame.TypePing, 0, 0, []byte("stalled!"))
+	peer.WriteBytes(ping[:3])
+	waitDrained(t, sn)
+	// The bytes left the socket, so a reader took them: an idle wait armed
+	// from now on is that reader's, and what it left is ordered before
+	// AwaitsReadable.
+	waitGoroutines(t, g)
+	waitAwaitsReadable(t, server)
+	kept := len(server.src.header)
+	rb, sc := readerHolds(t, server.fr)
+	// Still idle: what was read above came before anything that wakes the
+	// reader (ordered by the idle poller's lock).
+	waitAwaitsReadable(t, server)
+	if kept != 3 {
+		t.Fatalf("the idle server keeps %d bytes of the header, want 3", kept)
+	}
+	if rb || sc || pool.Outstanding() != 0 {
+		t.Errorf("stalled inside a header: holds a read buffer %v, frame scratch %v, %d pool buffers", rb, sc, pool.Outstanding())
+	}
+	return peer, ping, ended
+}
+
+// waitDrained waits until nc's receive queue is empty.
+func waitDrained(t *testing.T, nc net.Conn) {
+	t.Helper()
+	rc, err := nc.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := 0
+		if err := rc.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil {
+			t.Fatal(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes still unread after 5s", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A server whose peer stops inside a frame header waits for the rest as an
+// idle connection waits for its next frame: no goroutine, no read buffer,
+// no frame scratch, only the header's bytes so far. The rest brings the
+// frame, which is answered.
+func TestIdleInsideFrameHeader(t *testing.T) {
+	if err := sockio.StartIdlePoller(); err != nil {
+		t.Skip("no idle poller:", err)
+	}
+	g := settledGoroutines()
+	pool := bufpool.New(nil)
+	peer, ping, ended := stalledHeaderServer(t, g, pool, Config{FrameStallTimeout: time.Minute})
+	// The rest comes in two parts: the header's, which leaves the reader
+	// inside it again, and then the payload.
+	peer.WriteBytes(ping[3:7])
+	time.Sleep(20 * time.Millisecond)
+	peer.WriteBytes(ping[7:])
+	peer.WantPingAck([8]byte([]byte("stalled!")))
+	// And the connection goes on: a request is answered.
+	peer.WriteHeaderFields(1, false, reqFields("/echo"))
+	peer.WriteData(1, true, []byte("after"))
+	if h := peer.WantHeaders(1); h.Get(":status") != "200" {
+		t.Fatalf("status %q", h.Get(":status"))
+	}
+	if body, _ := peer.WantBodyTrailers(1, true); string(body) != "after" {
+		t.Fatalf("echo %q", body)
+	}
+	peer.Close()
+	<-ended
+	checkLeaks(t, pool, g)
+}
+
+// A peer that never completes the header is still bounded while the
+// server waits for it idle: the connection ends with GOAWAY
+// ENHANCE_YOUR_CALM after FrameStallTimeout.
+func TestIdleInsideFrameHeaderStall(t *testing.T) {
+	if err := sockio.StartIdlePoller(); err != nil {
+		t.Skip("no idle poller:", err)
+	}
+	g := settledGoroutines()
+	pool := bufpool.New(nil)
+	const bound = 200 * time.Millisecond
+	start := time.Now()
+	peer, _, ended := stalledHeaderServer(t, g, pool, Config{FrameStallTimeout: bound})
+	f := peer.WantGoAway(h2frame.ErrCodeEnhanceYourCalm)
+	if took := time.Since(start); took < bound {
+		t.Errorf("closed %v after the stall began, before the bound of %v", took, bound)
+	}
+	if got := string(f.DebugData()); got != "stalled_in_frame" {
+		t.Errorf("GOAWAY debug data %q, want stalled_in_frame", got)
+	}
+	select {
+	case <-ended:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the stalled connection did not end")
+	}
+	peer.Close()
+	checkLeaks(t, pool, g)
 }

@@ -297,7 +297,7 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 	// one through ReadEach. Until a batch says otherwise, lone.
 	lone := true
 	for {
-		if ds != nil && !lone && c.fr.Empty() {
+		if ds != nil && !lone && c.fr.Empty() && c.src.header == nil {
 			// ReadEach may park at once and give up after the idle wait:
 			// hold no scratch meanwhile (ReadFrame lets it go the same
 			// way before it asks for bytes).
@@ -323,7 +323,7 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 			// ReadEach stopped without an error: after a batch that left at
 			// most one stream open (nothing buffered), or at a read that
 			// ended inside a frame, which ReadFrame finishes below.
-			lone = c.src.fed == nil && c.fr.Empty()
+			lone = c.src.fed == nil && c.src.header == nil && c.fr.Empty()
 		}
 		f, err := c.fr.ReadFrame()
 		if err == h2frame.ErrWouldBlock && rn != nil {
@@ -540,6 +540,10 @@ type readSource struct {
 	// greeting holds its bytes that came in parts (greeting.go).
 	greeting []byte
 	awaiting bool
+	// header holds the first bytes of a frame header, at their size, while
+	// a server waits for the rest in the idle poller (ReadHeaderRest); the
+	// next NextBuffer gives them back in front of the bytes that follow.
+	header []byte
 	// conn is the source's connection, and stall its watch over reads
 	// inside a frame, made at the first one (stall.go).
 	conn  *Conn
@@ -552,6 +556,14 @@ type readSource struct {
 var errFedMidFrame = errors.New("h2conn: fed bytes end inside a frame")
 
 func (s *readSource) NextBuffer(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+	if s.header != nil {
+		return s.nextAfterHeader(pool, size)
+	}
+	return s.nextBuffer(pool, size)
+}
+
+// nextBuffer is NextBuffer with no header's first bytes kept.
+func (s *readSource) nextBuffer(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
 	if b := s.fed; b != nil {
 		s.fed = nil
 		return b, nil
@@ -625,6 +637,7 @@ func (s *readSource) close() {
 		s.fed.Free()
 		s.fed = nil
 	}
+	s.header = nil
 }
 
 // readWait is the bound of the reader's waits for bytes: the idle wait, a
@@ -796,7 +809,7 @@ func (c *Conn) flushWaitLocked(self *Stream) (flushReadSource, uint32) {
 	if !ok || c.src == nil || !c.setRole(v, roleTaken) {
 		return nil, 0
 	}
-	if !c.fr.Empty() || c.src.fed != nil {
+	if !c.fr.Empty() || c.src.fed != nil || c.src.header != nil {
 		// Bytes are buffered: the next read must go on from them, the
 		// usual way.
 		c.offerRoleLocked(kind)

@@ -1,8 +1,10 @@
 package h2conn
 
 import (
+	"io"
 	"sync/atomic"
 
+	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
 )
 
@@ -87,4 +89,84 @@ func (w *stallWatch) timerExpired() {
 	if w.armed.CompareAndSwap(false, true) {
 		w.timer.Reset(w.conn.cfg.FrameStallTimeout)
 	}
+}
+
+// A peer stalled inside a frame header.
+//
+// A server whose reader meets the first bytes of a frame header and then
+// an empty socket waits for the rest as it waits between frames: the
+// frame reader lets go of its read buffer and scratch, readSource keeps
+// those bytes (at most 8) in a slice of their size, and the reader goes
+// idle in OnReadable (h2frame.HeaderSource). The stall watch counts the
+// whole wait, parked or not, as one read inside a frame, so that a header
+// never completed still ends the connection after FrameStallTimeout.
+//
+// Inside a payload the reader still waits holding the read buffer, on its
+// goroutine (Read, ReadFull): the part of the payload that came may be up
+// to the whole buffer, too much to copy aside, and it is bounded the same
+// way.
+
+// ReadHeaderRest reads the rest of a frame header (h2frame.HeaderSource).
+// A server with an idle wait waits for it within that wait and, when
+// nothing came, keeps begun and says ErrWouldBlock, leaving the read under
+// way for the stall watch until bytes come (nextAfterHeader). Clients, and
+// a reader that cannot go idle, read it as any rest of a frame.
+//
+// The bytes read go through a pooled buffer and are copied into p: sockio
+// has no bounded wait that reads into the caller's slice. That costs a
+// copy only where a read ended inside a header.
+func (s *readSource) ReadHeaderRest(begun, p []byte) (int, error) {
+	if s.fedOnly {
+		return 0, errFedMidFrame
+	}
+	c := s.conn
+	if s.wait <= 0 || c == nil || c.role != RoleServer || len(p) == 0 {
+		return s.Read(p)
+	}
+	s.enterRead()
+	pool, _ := c.fr.ReadBufferSpec()
+	b, err := s.sock.ReadReadyWithin(pool, len(p), s.wait)
+	if b == nil && err == nil {
+		s.header = append([]byte(nil), begun...)
+		return 0, h2frame.ErrWouldBlock
+	}
+	s.leaveRead()
+	if err != nil {
+		return 0, err
+	}
+	n := copy(p, b.Bytes())
+	b.Free()
+	return n, nil
+}
+
+// nextAfterHeader is NextBuffer while the first bytes of a frame header
+// are kept (ReadHeaderRest): the next bytes with those in front, copied
+// into the same buffer when it has room, else into a new one.
+func (s *readSource) nextAfterHeader(pool *bufpool.Pool, size int) (*bufpool.Buffer, error) {
+	b, err := s.nextBuffer(pool, size)
+	if err == h2frame.ErrWouldBlock {
+		return nil, err // still waiting: the read stays under way
+	}
+	s.leaveRead()
+	h := s.header
+	s.header = nil
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // inside a frame
+		}
+		return nil, err
+	}
+	k, got := len(h), b.Len()
+	if k+got > b.Cap() {
+		nb := pool.Get(max(size, k+got))
+		nb.SetLen(k + copy(nb.Bytes()[k:], b.Bytes()))
+		b.Free()
+		b = nb
+	} else {
+		b.SetLen(k + got)
+		p := b.Bytes()
+		copy(p[k:], p[:got])
+	}
+	copy(b.Bytes(), h)
+	return b, nil
 }

@@ -19,6 +19,9 @@ import (
 // and a large DATA payload bound for its destination (DataSink), with Read.
 // How the source gets the bytes, and how long it waits for them, is its
 // own business: the Reader only parses what it is given.
+//
+// A source that also implements HeaderSource lets the Reader wait for the
+// rest of a frame header the same way, holding no read buffer.
 type BufferSource interface {
 	io.Reader
 	// NextBuffer returns the next bytes in a buffer taken from pool with
@@ -38,6 +41,23 @@ type FullReader interface {
 	// any byte of p, or another error (io.ErrUnexpectedEOF when it ended
 	// inside p).
 	ReadFull(p []byte) error
+}
+
+// HeaderSource is a BufferSource that may give up waiting for the rest of
+// a frame header: a peer that sends a few bytes of a header and then
+// nothing must not cost a read buffer (and the caller's goroutine) for as
+// long as it waits. When ReadHeaderRest says ErrWouldBlock it has kept a
+// copy of the header's first bytes, which its next NextBuffer gives back
+// in front of the bytes that follow; the Reader lets go of its read buffer
+// and scratch, and ReadFrame says ErrWouldBlock. Only a header is waited
+// for this way: inside a payload the Reader holds the part that came and
+// reads the rest with Read (or ReadFull).
+type HeaderSource interface {
+	BufferSource
+	// ReadHeaderRest reads into p the bytes that follow begun, the first
+	// bytes of a frame header, as Read does; or keeps a copy of begun and
+	// returns 0 and ErrWouldBlock when it has no bytes to give now.
+	ReadHeaderRest(begun, p []byte) (int, error)
 }
 
 // ErrWouldBlock is what a BufferSource's NextBuffer returns when it has no
@@ -339,7 +359,9 @@ func (r *Reader) ReadFrame() (Frame, error) {
 			r.tmp = nil
 		}
 		if err == ErrWouldBlock {
-			return nil, err // r.r == r.w: nothing to release
+			// r.r == r.w, or the source keeps a header's first bytes
+			// (HeaderSource): nothing to release.
+			return nil, err
 		}
 		if err != nil {
 			if _, ok := err.(StreamError); !ok {
@@ -397,7 +419,7 @@ func WholeFrames(p []byte) bool {
 // that are consumed without being returned (unknown types, CONTINUATIONs
 // of a block not yet complete).
 func (r *Reader) readOne() (Frame, error) {
-	if err := r.fill(HeaderLen); err != nil {
+	if err := r.fillHeader(); err != nil {
 		return nil, err
 	}
 	h := ReadFrameHeader(r.rb[r.r:])
@@ -480,7 +502,15 @@ func (r *Reader) release() {
 
 // fill makes sure rb[r:r+n] holds n unparsed bytes, n ≤ rbSize. It returns
 // io.EOF only when the source ended with no unparsed byte pending.
-func (r *Reader) fill(n int) error {
+func (r *Reader) fill(n int) error { return r.fillFor(n, false) }
+
+// fillHeader is fill for the next frame header: a HeaderSource may give up
+// waiting for its rest, keeping its first bytes, and fillHeader then lets
+// go of the read buffer and scratch and returns ErrWouldBlock.
+func (r *Reader) fillHeader() error { return r.fillFor(HeaderLen, true) }
+
+// fillFor is fill, for a frame header when header is set.
+func (r *Reader) fillFor(n int, header bool) error {
 	if r.frames != nil && r.w-r.r >= n {
 		return nil
 	}
@@ -500,6 +530,10 @@ func (r *Reader) fill(n int) error {
 			return nil
 		}
 	}
+	var hs HeaderSource
+	if header && r.pooled {
+		hs, _ = r.src.(HeaderSource)
+	}
 	r.getReadBuffer()
 	if r.r+n > len(r.rb) {
 		// Move the unparsed tail to the front to make room.
@@ -508,7 +542,20 @@ func (r *Reader) fill(n int) error {
 	}
 	zeros := 0
 	for r.w-r.r < n {
-		m, err := r.src.Read(r.rb[r.w:])
+		var m int
+		var err error
+		if hs != nil {
+			m, err = hs.ReadHeaderRest(r.rb[r.r:r.w], r.rb[r.w:])
+			if err == ErrWouldBlock && m == 0 {
+				// The source keeps the header's first bytes: a peer
+				// stalled inside a header costs no read buffer.
+				r.dropReadBuffer()
+				r.shed()
+				return err
+			}
+		} else {
+			m, err = r.src.Read(r.rb[r.w:])
+		}
 		r.w += m
 		if err != nil {
 			if r.w-r.r >= n {
