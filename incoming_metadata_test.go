@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
-// The calls of one connection share their incoming metadata map while
+// Calls share their incoming metadata map while
 // their fields are the same (grpcwire.MDCache): each call still sees its
 // own fields, whatever its neighbours send and whatever a handler does to
 // the copy FromIncomingContext gives it.

@@ -57,7 +57,8 @@ type Server struct {
 	handlers sync.WaitGroup                 // RPC handler goroutines
 	workers  *workerPool                    // the goroutines that run handlers (workers.go)
 
-	offenders offenders // addresses whose connections were ended for abuse (offenders.go)
+	offenders offenders        // addresses whose connections were ended for abuse (offenders.go)
+	mdCache   grpcwire.MDCache // the incoming metadata maps calls share (rpc.Value)
 }
 
 type serviceInfo struct {
@@ -413,7 +414,6 @@ type serverConn struct {
 	// greetCharged: budget.GreetingBytes is charged, until the client
 	// greets or the connection ends.
 	greetCharged atomic.Bool
-	mdCache      grpcwire.MDCache // the incoming metadata its calls share (rpc.Value)
 }
 
 // releaseGreeting returns the connection's charge for its wait for the
@@ -698,13 +698,8 @@ func (r *rpc) String() string                 { return "leangrpc.rpc(" + r.ss.Re
 func (r *rpc) Value(key any) any {
 	switch key {
 	case mdCtxKey:
-		if sc, ok := r.ss.Ctx.Parent().(*serverConn); ok {
-			// The common case (no tap, no stats handler): the
-			// connection's calls share their map while their fields
-			// are the same.
-			return r.ss.IncomingMDShared(&sc.mdCache)
-		}
-		return r.ss.IncomingMD()
+		// Calls share their map while their fields are the same.
+		return r.ss.IncomingMDShared(&r.srv.mdCache)
 	case stsCtxKey:
 		return (*transportStream)(r)
 	}

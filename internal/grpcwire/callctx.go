@@ -107,9 +107,6 @@ func (c *CallContext) Err() error {
 // Value returns the parent's value for key.
 func (c *CallContext) Value(key any) any { return c.parent.Value(key) }
 
-// Parent returns the context the call's was made from.
-func (c *CallContext) Parent() context.Context { return c.parent }
-
 // String names the context for debugging.
 func (c *CallContext) String() string { return "grpcwire.CallContext" }
 

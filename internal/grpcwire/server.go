@@ -228,7 +228,7 @@ func (s *ServerStream) RequestWireLength() int { return s.st.HeadersWireLength()
 func (s *ServerStream) IncomingMD() metadata.MD { return s.IncomingMDShared(nil) }
 
 // IncomingMDShared is IncomingMD with the map taken from cache, the
-// connection's, when the call's fields are those of the map cached there
+// server's, when the call's fields are those of the map cached there
 // (nil: built for the call). The map may then be shared with other calls:
 // it must not be written to (MDCache).
 func (s *ServerStream) IncomingMDShared(cache *MDCache) metadata.MD {
