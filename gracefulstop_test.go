@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// TestGracefulStopUnderLoad: GracefulStop while 100 callers keep making
+// TestGracefulStopUnderLoad: GracefulStop while 200 callers keep making
 // unary calls, from each client stack. Every call the server accepted
 // (its handler ran) completes OK at the client; the calls that were not
 // accepted fail with Unavailable (grpc-go's client may first retry them
@@ -35,7 +35,7 @@ func TestGracefulStopUnderLoad(t *testing.T) {
 }
 
 func gracefulStopUnderLoad(t *testing.T, leanClient bool) {
-	const callers = 100
+	const callers = 200
 	runtime.GC()
 	base := runtime.NumGoroutine()
 	var accepted, handled atomic.Int64
