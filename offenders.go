@@ -23,28 +23,8 @@ import (
 // connection, is what costs a core. Closing an accepted socket costs a
 // fraction of serving it. A connection already up is never touched, so a
 // legitimate client sharing the address (behind a proxy or a NAT) keeps
-// its calls and only waits longer to reconnect while the abuse lasts.
-const (
-	// offenderBaseInterval is the gap between served connections after a
-	// first offense; it doubles with each offense up to the option's
-	// maximum (defaultOffenderMaxInterval), so that a one-off costs a
-	// client next to nothing and a flood is throttled within a dozen
-	// offenses.
-	offenderBaseInterval = time.Millisecond
-	// defaultOffenderMaxInterval: a persistent attacker gets one
-	// connection a second, whose allowance costs the server well under a
-	// hundredth of a core.
-	defaultOffenderMaxInterval = time.Second
-	// offenderMemory is how long an address stays in the table after its
-	// last offense.
-	offenderMemory = 30 * time.Second
-	// maxOffenders bounds the table (about 100 bytes an entry). When it is
-	// full of live entries a new offender replaces an arbitrary one: an
-	// attacker with more addresses than this is throttled less, never
-	// given memory.
-	maxOffenders = 4096
-)
-
+// its calls and only waits longer to reconnect while the abuse lasts. The
+// table's figures are in limits.go.
 // offender is what the table keeps of one address.
 type offender struct {
 	offenses int
