@@ -20,21 +20,28 @@ func requestBlock(path string) []byte {
 	return h2test.EncodeHeaders(h2test.Fields(request(path)...)...)
 }
 
+// rapidResets is a rapid-reset burst: n unary streams, each opened and
+// reset at once.
+func rapidResets(n int) []byte {
+	block := requestBlock(unaryPath)
+	rst := binary.BigEndian.AppendUint32(nil, uint32(h2frame.ErrCodeCancel))
+	var b []byte
+	for i := range n {
+		id := uint32(1 + 2*i)
+		b = h2test.AppendFrame(b, h2frame.TypeHeaders, h2frame.FlagEndHeaders, id, block)
+		b = h2test.AppendFrame(b, h2frame.TypeRSTStream, 0, id, rst)
+	}
+	return b
+}
+
 // TestAttackRapidReset: CVE-2023-44487, streams opened and reset at once,
 // thousands a second, on connection after connection. Each connection gets
 // GOAWAY ENHANCE_YOUR_CALM.
 func TestAttackRapidReset(t *testing.T) {
 	tg := attackTarget(t)
-	block := requestBlock(unaryPath)
-	rst := binary.BigEndian.AppendUint32(nil, uint32(h2frame.ErrCodeCancel))
+	b := rapidResets(5000)
 	for range 4 {
 		p := tg.peer(t)
-		var b []byte
-		for i := range 5000 {
-			id := uint32(1 + 2*i)
-			b = h2test.AppendFrame(b, h2frame.TypeHeaders, h2frame.FlagEndHeaders, id, block)
-			b = h2test.AppendFrame(b, h2frame.TypeRSTStream, 0, id, rst)
-		}
 		done := flood(p.Conn, b)
 		wantGoAway(t, p, h2frame.ErrCodeEnhanceYourCalm)
 		<-done

@@ -1,7 +1,6 @@
 package leangrpc_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -16,20 +15,6 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 )
-
-// rapidResets is a rapid-reset burst: enough streams opened and reset at
-// once to earn GOAWAY ENHANCE_YOUR_CALM.
-func rapidResets() []byte {
-	block := requestBlock(unaryPath)
-	rst := binary.BigEndian.AppendUint32(nil, uint32(h2frame.ErrCodeCancel))
-	var b []byte
-	for i := range 2000 {
-		id := uint32(1 + 2*i)
-		b = h2test.AppendFrame(b, h2frame.TypeHeaders, h2frame.FlagEndHeaders, id, block)
-		b = h2test.AppendFrame(b, h2frame.TypeRSTStream, 0, id, rst)
-	}
-	return b
-}
 
 // served dials addr from local (nil: any address), greets, and reports
 // whether the server answered with its SETTINGS (true) or closed the
@@ -80,7 +65,7 @@ func TestAttackRepeatOffender(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	burst := rapidResets()
+	burst := rapidResets(2000) // enough to earn GOAWAY ENHANCE_YOUR_CALM
 	start := time.Now()
 	var offenses, refused int
 	for time.Since(start) < time.Second {
@@ -134,7 +119,7 @@ func TestAttackRepeatOffender(t *testing.T) {
 // an address that keeps earning GOAWAY ENHANCE_YOUR_CALM.
 func TestOffenderBackoffOff(t *testing.T) {
 	tg := attackTarget(t, leangrpc.OffenderBackoff(0))
-	burst := rapidResets()
+	burst := rapidResets(2000) // enough to earn GOAWAY ENHANCE_YOUR_CALM
 	for range 20 {
 		c, ok := served(t, tg.addr, nil)
 		if !ok {

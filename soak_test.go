@@ -102,7 +102,7 @@ func TestSoakBudget(t *testing.T) {
 	time.Sleep(alone)
 	phase.Store(2)
 	var rss []int64
-	attacks := []func() []byte{soakUnreadData, soakContinuation, soakSettings, soakRapidReset}
+	attacks := []func() []byte{soakUnreadData, soakContinuation, soakSettings, func() []byte { return rapidResets(5000) }}
 	names := []string{"unread DATA", "CONTINUATION", "SETTINGS without reading", "rapid reset"}
 	var peak int64
 	end := time.Now().Add(d - alone)
@@ -252,19 +252,6 @@ func soakSettings() []byte {
 	var b []byte
 	for range 300_000 {
 		b = h2test.AppendFrame(b, h2frame.TypeSettings, 0, 0, settings)
-	}
-	return b
-}
-
-// soakRapidReset: streams opened and reset at once.
-func soakRapidReset() []byte {
-	block := requestBlock(unaryPath)
-	rst := binary.BigEndian.AppendUint32(nil, uint32(h2frame.ErrCodeCancel))
-	var b []byte
-	for i := range 5000 {
-		id := uint32(1 + 2*i)
-		b = h2test.AppendFrame(b, h2frame.TypeHeaders, h2frame.FlagEndHeaders, id, block)
-		b = h2test.AppendFrame(b, h2frame.TypeRSTStream, 0, id, rst)
 	}
 	return b
 }

@@ -297,19 +297,9 @@ func stalledHeaderServer(t *testing.T, g int, pool *bufpool.Pool, cfg Config) (*
 // waitDrained waits until nc's receive queue is empty.
 func waitDrained(t *testing.T, nc net.Conn) {
 	t.Helper()
-	rc, err := nc.(syscall.Conn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		n := 0
-		if err := rc.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil {
-			t.Fatal(err)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := queuedBytes(t, nc)
 		if n == 0 {
 			return
 		}
@@ -318,6 +308,23 @@ func waitDrained(t *testing.T, nc net.Conn) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// queuedBytes returns how many bytes wait in nc's receive queue.
+func queuedBytes(t *testing.T, nc net.Conn) int {
+	t.Helper()
+	rc, err := nc.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if cerr := rc.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); cerr != nil {
+		t.Fatal(cerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // A server whose peer stops inside a frame header waits for the rest as an

@@ -6,11 +6,8 @@ import (
 	"context"
 	"net"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
@@ -150,20 +147,9 @@ func inlineFlushWaitLosesEdge(t *testing.T) bool {
 // handler outlived a tick), which takes any bytes as they come: the
 // receive queue may then never be seen holding them.
 func waitReceived(t *testing.T, nc net.Conn, server *Conn) {
-	rc, err := nc.(syscall.Conn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		n := 0
-		if err := rc.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil {
-			t.Fatal(err)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 || server.roleState().holder() != roleOfferedInline {
+		if queuedBytes(t, nc) > 0 || server.roleState().holder() != roleOfferedInline {
 			return
 		}
 		if time.Now().After(deadline) {
