@@ -123,11 +123,14 @@ type Buffer struct {
 	refs    int32
 	class   int8    // index into pool.classes, numClasses+i for pool.large[i], or -1: not kept with the Buffer
 	counted bool    // counted in pool.out
+	wrapped bool    // mem is a caller's (Wrap): never written, poisoned or kept
 	b       []byte  // the live bytes: a prefix of mem
 	mem     []byte  // all of the memory, at its full capacity
 	store   *[]byte // with a user's pool: what src.Get returned, for src.Put
 	pool    *Pool
 	view    []byte // the slice handed to mem.NewBuffer by Mem
+	// released is told of the last Free of a wrapped Buffer (Wrap).
+	released Released
 }
 
 // Bytes returns the buffer's bytes, valid until the owner's Free.
@@ -167,6 +170,10 @@ func (b *Buffer) Free() {
 	}
 	b.refs = 0 // a second Free sees 0 and goes negative, as above
 	p := b.pool
+	if b.wrapped {
+		b.freeWrapped()
+		return
+	}
 	if debug {
 		poison(b.mem)
 	}

@@ -178,11 +178,16 @@ func (s *ClientStream) SendMsgSized(m any, last bool) (MsgSize, error) {
 		return MsgSize{}, io.EOF
 	}
 	var b *bufpool.Buffer
+	var pc *pieces
 	var n MsgSize
 	var err error
 	if s.comp == nil {
-		if b, err = EncodeBuffer(s.pool, s.codec, m, s.maxSend); err == nil {
-			n.Len = b.Len() - PrefixLen
+		if b, pc, err = encodeForWire(s.pool, s.codec, m, s.maxSend); err == nil {
+			if pc != nil {
+				n.Len = pc.size
+			} else {
+				n.Len = b.Len() - PrefixLen
+			}
 			n.Wire = n.Len
 		}
 	} else {
@@ -193,7 +198,12 @@ func (s *ClientStream) SendMsgSized(m any, last bool) (MsgSize, error) {
 		s.st.Reset(h2frame.ErrCodeCancel)
 		return MsgSize{}, err
 	}
-	if err := s.st.WriteData(b, last); err != nil { // takes ownership of b
+	if pc != nil {
+		err = pc.send(s.st, last)
+	} else {
+		err = s.st.WriteData(b, last) // takes ownership of b
+	}
+	if err != nil {
 		if err == h2conn.ErrConcurrentWrite {
 			return MsgSize{}, errConcurrentSend // misuse, not the end of the call
 		}

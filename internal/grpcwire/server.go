@@ -381,9 +381,14 @@ func (s *ServerStream) SendMsgSized(m any, last bool) (n MsgSize, sentHeader boo
 func (s *ServerStream) sendMsg(m any, last bool) (n MsgSize, sentHeader bool, err error) {
 	c := s.comp
 	var b *bufpool.Buffer
+	var pc *pieces
 	if c == nil || c.comp == nil {
-		if b, err = EncodeBuffer(s.pool, s.Codec, m, s.maxSend); err == nil {
-			n.Len = b.Len() - PrefixLen
+		if b, pc, err = encodeForWire(s.pool, s.Codec, m, s.maxSend); err == nil {
+			if pc != nil {
+				n.Len = pc.size
+			} else {
+				n.Len = b.Len() - PrefixLen
+			}
 			n.Wire = n.Len
 		}
 	} else {
@@ -391,6 +396,9 @@ func (s *ServerStream) sendMsg(m any, last bool) (n MsgSize, sentHeader bool, er
 	}
 	if err != nil {
 		return MsgSize{}, false, err
+	}
+	if pc != nil {
+		return s.sendPieces(pc, n, c)
 	}
 	s.mu.Lock()
 	if err := s.enterLocked(false); err != nil {
@@ -421,6 +429,42 @@ func (s *ServerStream) sendMsg(m any, last bool) (n MsgSize, sentHeader bool, er
 		s.st.HoldFlush() // Finish follows at once
 	}
 	err = s.st.WriteData(b, false) // takes ownership of b
+	s.leave(false)
+	if err != nil {
+		return MsgSize{}, sentHeader, s.statusError(err)
+	}
+	return n, sentHeader, nil
+}
+
+// sendPieces is sendMsg for a message marshaled in pieces (pieces.go),
+// whose size is n, not compressed (c is the compressor state sendMsg
+// found). The first piece goes with the response headers when they were
+// not sent; nothing is held for the trailers, since the pieces must reach
+// the socket before SendMsg returns.
+func (s *ServerStream) sendPieces(pc *pieces, n MsgSize, c *sendCompression) (MsgSize, bool, error) {
+	s.mu.Lock()
+	if err := s.enterLocked(false); err != nil {
+		s.mu.Unlock()
+		pc.drop()
+		return MsgSize{}, false, err
+	}
+	sentHeader := false
+	if !s.headerSent {
+		if s.comp != c {
+			s.comp = c // as sendMsg: the headers name what the message was sent with
+		}
+		var err error
+		sentHeader, err = s.sendHeaderDataLocked(pc.takeFirst(), false)
+		s.mu.Unlock()
+		if err != nil {
+			s.leave(false)
+			pc.drop()
+			return MsgSize{}, sentHeader, err
+		}
+	} else {
+		s.mu.Unlock()
+	}
+	err := pc.send(s.st, false)
 	s.leave(false)
 	if err != nil {
 		return MsgSize{}, sentHeader, s.statusError(err)

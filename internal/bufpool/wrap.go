@@ -1,0 +1,38 @@
+package bufpool
+
+// Released is told that the last owner of a wrapped Buffer let go of it.
+type Released interface {
+	Released()
+}
+
+// Wrap returns an owned Buffer over data, memory the pool neither owns nor
+// keeps: a large field of a message being sent, which the write path then
+// reads where it lies instead of from a copy. The last Free drops data and
+// calls r.Released (unless r is nil), so that data's owner learns that
+// nobody reads it any more. Owners of a wrapped Buffer only read it.
+func (p *Pool) Wrap(data []byte, r Released) *Buffer {
+	b := bufferObjs.Get().(*Buffer)
+	b.mem, b.b = data[:len(data):len(data)], data[:len(data):len(data)]
+	b.pool, b.class, b.wrapped, b.released = p, -1, true, r
+	b.refs = 1
+	if counting.Load() {
+		b.counted = true
+		p.out.Add(1)
+	}
+	return b
+}
+
+// freeWrapped is Free's last step for a wrapped Buffer: the memory is the
+// caller's, so it is neither poisoned nor kept.
+func (b *Buffer) freeWrapped() {
+	if b.counted {
+		b.counted = false
+		b.pool.out.Add(-1)
+	}
+	r := b.released
+	b.mem, b.b, b.view, b.pool, b.released, b.wrapped = nil, nil, nil, nil, nil, false
+	bufferObjs.Put(b)
+	if r != nil {
+		r.Released()
+	}
+}

@@ -1,0 +1,257 @@
+package grpcwire
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/h2conn"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Large messages in pieces.
+//
+// Marshaling copies every bytes field into the buffer that goes to the
+// wire. For a message carrying a large blob that copy is most of what
+// sending it costs in user space, and the raw TCP floor does not pay it.
+// grpc-go's contract lets a sender read the blob where it lies instead: a
+// message must not be modified after SendMsg. So a message of at least
+// piecesMin bytes, sent with grpc-go's proto codec and no compressor, is
+// marshaled into pieces: pooled buffers holding the prefix and the small
+// fields, marshaled as proto.Marshal writes them, and between them buffers
+// that wrap each bytes field of at least referenceMin bytes
+// (bufpool.Wrap), in the order proto.Marshal writes the fields (field
+// number, unknown fields last), so that the bytes on the wire are those
+// proto.Marshal gives (FuzzPieces checks it). Bytes fields inside a large
+// singular message field are found the same way.
+//
+// The pieces go out as consecutive DATA writes of the stream, so the
+// message costs an extra frame header or two. The sender waits until the
+// engine has let go of every wrapped piece (its bytes are in the socket,
+// or the stream failed and it was dropped) before SendMsg returns: grpc-go
+// copies, and a caller that reuses its buffer once SendMsg returned, which
+// the contract allows for the next message, must not change what went out.
+//
+// A message with extensions set is marshaled whole: proto.Marshal writes
+// them before the fields, in an order of its own.
+
+// piecesMin is the least payload size that is considered for pieces: below
+// it the copy costs less than the extra writes and the wait.
+const piecesMin = 64 << 10
+
+// referenceMin is the least length of a bytes field that is referenced
+// rather than copied.
+const referenceMin = 32 << 10
+
+// maxReferenced bounds the referenced fields of one message; later large
+// fields are copied.
+const maxReferenced = 8
+
+// pieces is a message marshaled in pieces, ready for the wire. bufs[0]
+// begins with the 5-byte prefix; every buffer is owned by pieces until the
+// caller takes it. Pooled (piecesPool).
+type pieces struct {
+	bufs     []*bufpool.Buffer
+	arr      [2*maxReferenced + 1]*bufpool.Buffer
+	refs     int           // how many of bufs wrap a field of the message
+	released chan struct{} // one value per wrapped buffer let go
+	size     int           // the payload's length, prefix excluded
+
+	// The state of marshaling.
+	scratch []byte    // the small bytes, prefix first
+	segs    []segment // where the pieces are, in order
+	segArr  [2*maxReferenced + 1]segment
+	fields  []protoreflect.FieldDescriptor
+	mark    int // where the small segment being written begins in scratch
+	nref    int // the fields referenced so far
+	min     int // referenceMin, or a test's
+}
+
+// segment is one piece: scratch[lo:hi], or ref when it is not nil.
+type segment struct {
+	lo, hi int
+	ref    []byte
+}
+
+var piecesPool = sync.Pool{New: func() any {
+	p := &pieces{released: make(chan struct{}, maxReferenced)}
+	p.bufs, p.segs = p.arr[:0], p.segArr[:0]
+	return p
+}}
+
+// Released is called by the last Free of each wrapped buffer.
+func (p *pieces) Released() { p.released <- struct{}{} }
+
+// marshalPieces marshals m, whose payload is size bytes (proto.Size), in
+// pieces, referencing its bytes fields of at least min bytes. It returns
+// nil when m has none, has extensions set, or changed while being
+// marshaled (size no longer holds): the caller marshals it whole.
+func marshalPieces(pool *bufpool.Pool, m proto.Message, size, min int) *pieces {
+	p := piecesPool.Get().(*pieces)
+	p.min = min
+	p.scratch = append(p.scratch[:0], 0, 0, 0, 0, 0) // the prefix, written last
+	ok := p.message(m.ProtoReflect())
+	if ok && len(p.segs) > 0 {
+		p.cut(len(p.scratch))
+		n := 0
+		for _, s := range p.segs {
+			n += s.hi - s.lo + len(s.ref)
+		}
+		ok = n == PrefixLen+size
+	}
+	if !ok || len(p.segs) == 0 {
+		p.reset()
+		piecesPool.Put(p)
+		return nil
+	}
+	PutPrefix(p.scratch, false, uint32(size))
+	for _, s := range p.segs {
+		switch {
+		case s.ref != nil:
+			p.bufs = append(p.bufs, pool.Wrap(s.ref, p))
+			p.refs++
+		case s.hi > s.lo:
+			p.bufs = append(p.bufs, pool.Copy(p.scratch[s.lo:s.hi]))
+		}
+	}
+	p.size = size
+	return p
+}
+
+// message appends m's fields, in proto.Marshal's order, to the pieces.
+func (p *pieces) message(m protoreflect.Message) bool {
+	first := len(p.fields)
+	ok := true
+	m.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		if fd.IsExtension() {
+			ok = false
+			return false
+		}
+		p.fields = append(p.fields, fd)
+		return true
+	})
+	fields := p.fields[first:]
+	defer func() { p.fields = p.fields[:first] }()
+	if !ok {
+		return false
+	}
+	slices.SortFunc(fields, func(a, b protoreflect.FieldDescriptor) int {
+		return int(a.Number()) - int(b.Number())
+	})
+	var run protoreflect.Message // the small fields since the last piece
+	for _, fd := range fields {
+		v := m.Get(fd)
+		if fd.Cardinality() != protoreflect.Repeated {
+			switch fd.Kind() {
+			case protoreflect.BytesKind:
+				if b := v.Bytes(); len(b) >= p.min && p.nref < maxReferenced {
+					if !p.flush(&run) {
+						return false
+					}
+					p.scratch = protowire.AppendTag(p.scratch, fd.Number(), protowire.BytesType)
+					p.scratch = protowire.AppendVarint(p.scratch, uint64(len(b)))
+					p.cut(len(p.scratch))
+					p.segs = append(p.segs, segment{ref: b})
+					p.nref++
+					continue
+				}
+			case protoreflect.MessageKind:
+				sub := v.Message()
+				if n := proto.Size(sub.Interface()); n >= p.min && p.nref < maxReferenced {
+					if !p.flush(&run) {
+						return false
+					}
+					p.scratch = protowire.AppendTag(p.scratch, fd.Number(), protowire.BytesType)
+					p.scratch = protowire.AppendVarint(p.scratch, uint64(n))
+					if !p.message(sub) {
+						return false
+					}
+					continue
+				}
+			}
+		}
+		if run == nil {
+			run = m.New()
+		}
+		run.Set(fd, v)
+	}
+	if !p.flush(&run) {
+		return false
+	}
+	p.scratch = append(p.scratch, m.GetUnknown()...)
+	return true
+}
+
+// flush marshals the small fields gathered in *run onto the scratch.
+func (p *pieces) flush(run *protoreflect.Message) bool {
+	if *run == nil {
+		return true
+	}
+	var err error
+	p.scratch, err = proto.MarshalOptions{}.MarshalAppend(p.scratch, (*run).Interface())
+	*run = nil
+	return err == nil
+}
+
+// cut ends the small segment being written at scratch[:hi].
+func (p *pieces) cut(hi int) {
+	if hi > p.mark {
+		p.segs = append(p.segs, segment{lo: p.mark, hi: hi})
+		p.mark = hi
+	}
+}
+
+// reset empties p for its next use, freeing the buffers it still owns.
+func (p *pieces) reset() {
+	for i := range p.bufs {
+		if p.bufs[i] != nil {
+			p.bufs[i].Free()
+			p.bufs[i] = nil
+		}
+	}
+	for ; p.refs > 0; p.refs-- {
+		<-p.released
+	}
+	clear(p.segs)
+	clear(p.fields)
+	p.bufs, p.segs, p.fields = p.bufs[:0], p.segs[:0], p.fields[:0]
+	p.scratch, p.mark, p.nref, p.size = p.scratch[:0], 0, 0, 0
+}
+
+// takeFirst hands the first piece, the one with the prefix, to the caller,
+// who sends it its own way (with the response headers) before send.
+func (p *pieces) takeFirst() *bufpool.Buffer {
+	b := p.bufs[0]
+	p.bufs[0] = nil
+	return b
+}
+
+// send writes the pieces the caller did not take to st as DATA, ending the
+// stream with the last when end, waits until the engine has let go of every
+// wrapped piece, and gives p back to its pool: p must not be used after.
+// The first write error ends the writes; the pieces not written are freed.
+func (p *pieces) send(st *h2conn.Stream, end bool) error {
+	var err error
+	for i, b := range p.bufs {
+		if b == nil {
+			continue
+		}
+		p.bufs[i] = nil
+		if err != nil {
+			b.Free()
+			continue
+		}
+		err = st.WriteData(b, end && i == len(p.bufs)-1) // takes ownership of b
+	}
+	p.drop()
+	return err
+}
+
+// drop frees the pieces not sent, waits until every wrapped one has been
+// let go, and gives p back to its pool: p must not be used after.
+func (p *pieces) drop() {
+	p.reset()
+	piecesPool.Put(p)
+}
