@@ -31,7 +31,7 @@ func allBytes(b []byte, v byte) bool {
 // buffer as soon as Send returns (grpc-go's contract only forbids changing
 // it before): what arrives must be what was sent, in both directions.
 func TestLargeFieldsReusedAfterSend(t *testing.T) {
-	const size, rounds, streams = 256 << 10, 20, 4
+	const size, rounds, streams = 1 << 20, 12, 4
 	forStacks(t, func(t *testing.T, client, server stack) {
 		srv := serveOn(t, server.lean, streamService(func(_ any, ss grpc.ServerStream) error {
 			out := make([]byte, size)

@@ -5,13 +5,18 @@ type Released interface {
 	Released()
 }
 
-// Wrap returns an owned Buffer over data, memory the pool neither owns nor
-// keeps: a large field of a message being sent, which the write path then
-// reads where it lies instead of from a copy. The last Free drops data and
-// calls r.Released (unless r is nil), so that data's owner learns that
-// nobody reads it any more. Owners of a wrapped Buffer only read it.
-func (p *Pool) Wrap(data []byte, r Released) *Buffer {
-	b := bufferObjs.Get().(*Buffer)
+// Wrap makes b, a zero or released Buffer the caller provides, an owned
+// Buffer over data, memory the pool neither owns nor keeps: a large field
+// of a message being sent, which the write path then reads where it lies
+// instead of from a copy. The last Free drops data and calls r.Released,
+// so that data's owner learns that nobody reads it any more; b may be
+// wrapped again from then on. Owners of a wrapped Buffer only read it.
+//
+// The caller keeps the Buffer itself (in an array beside its Released,
+// say) rather than taking it from a shared free list: the last Free runs
+// on the goroutine that wrote the bytes out, and a free list refilled on
+// one processor and drained on another allocates as it goes.
+func (p *Pool) Wrap(b *Buffer, data []byte, r Released) *Buffer {
 	b.mem, b.b = data[:len(data):len(data)], data[:len(data):len(data)]
 	b.pool, b.class, b.wrapped, b.released = p, -1, true, r
 	b.refs = 1
@@ -31,8 +36,5 @@ func (b *Buffer) freeWrapped() {
 	}
 	r := b.released
 	b.mem, b.b, b.view, b.pool, b.released, b.wrapped = nil, nil, nil, nil, nil, false
-	bufferObjs.Put(b)
-	if r != nil {
-		r.Released()
-	}
+	r.Released()
 }

@@ -1,8 +1,9 @@
 package grpcwire
 
 import (
-	"slices"
+	"math"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2conn"
@@ -31,23 +32,28 @@ import (
 // message costs an extra frame header or two. The sender waits until the
 // engine has let go of every wrapped piece (its bytes are in the socket,
 // or the stream failed and it was dropped) before SendMsg returns: grpc-go
-// copies, and a caller that reuses its buffer once SendMsg returned, which
-// the contract allows for the next message, must not change what went out.
+// copies, so callers reuse a buffer once SendMsg returned, and that must
+// not change what goes out.
 //
-// A message with extensions set is marshaled whole: proto.Marshal writes
-// them before the fields, in an order of its own.
+// A message whose type has extension ranges is marshaled whole:
+// proto.Marshal writes extensions before the fields, in an order of its
+// own.
 
 // piecesMin is the least payload size that is considered for pieces: below
-// it the copy costs less than the extra writes and the wait.
-const piecesMin = 64 << 10
+// it the copy costs less than the extra DATA write and the wait for the
+// flush (side by side at 64 KiB the pieces cost CPU; at 1 MB they save it).
+const piecesMin = 512 << 10
 
 // referenceMin is the least length of a bytes field that is referenced
 // rather than copied.
-const referenceMin = 32 << 10
+const referenceMin = 256 << 10
 
 // maxReferenced bounds the referenced fields of one message; later large
 // fields are copied.
 const maxReferenced = 8
+
+// maxRuns bounds the message types whose runs a pooled pieces keeps.
+const maxRuns = 4
 
 // pieces is a message marshaled in pieces, ready for the wire. bufs[0]
 // begins with the 5-byte prefix; every buffer is owned by pieces until the
@@ -55,18 +61,21 @@ const maxReferenced = 8
 type pieces struct {
 	bufs     []*bufpool.Buffer
 	arr      [2*maxReferenced + 1]*bufpool.Buffer
-	refs     int           // how many of bufs wrap a field of the message
-	released chan struct{} // one value per wrapped buffer let go
-	size     int           // the payload's length, prefix excluded
+	wraps    [maxReferenced]bufpool.Buffer // the wrapped ones (bufpool.Wrap)
+	refs     int                           // how many of bufs wrap a field of the message
+	released chan struct{}                 // one value per wrapped buffer let go
+	size     int                           // the payload's length, prefix excluded
 
 	// The state of marshaling.
-	scratch []byte    // the small bytes, prefix first
-	segs    []segment // where the pieces are, in order
-	segArr  [2*maxReferenced + 1]segment
-	fields  []protoreflect.FieldDescriptor
-	mark    int // where the small segment being written begins in scratch
-	nref    int // the fields referenced so far
-	min     int // referenceMin, or a test's
+	scratch   []byte    // the small bytes, prefix first
+	segs      []segment // where the pieces are, in order
+	segArr    [2*maxReferenced + 1]segment
+	fields    []protoreflect.FieldDescriptor
+	runs      []protoreflect.Message         // empty messages to gather small fields in (runOf)
+	runFields []protoreflect.FieldDescriptor // the fields set in the run being gathered
+	mark      int                            // where the small segment being written begins in scratch
+	nref      int                            // the fields referenced so far
+	min       int                            // referenceMin, or a test's
 }
 
 // segment is one piece: scratch[lo:hi], or ref when it is not nil.
@@ -110,7 +119,7 @@ func marshalPieces(pool *bufpool.Pool, m proto.Message, size, min int) *pieces {
 	for _, s := range p.segs {
 		switch {
 		case s.ref != nil:
-			p.bufs = append(p.bufs, pool.Wrap(s.ref, p))
+			p.bufs = append(p.bufs, pool.Wrap(&p.wraps[p.refs], s.ref, p))
 			p.refs++
 		case s.hi > s.lo:
 			p.bufs = append(p.bufs, pool.Copy(p.scratch[s.lo:s.hi]))
@@ -122,24 +131,27 @@ func marshalPieces(pool *bufpool.Pool, m proto.Message, size, min int) *pieces {
 
 // message appends m's fields, in proto.Marshal's order, to the pieces.
 func (p *pieces) message(m protoreflect.Message) bool {
+	md := m.Descriptor()
+	if md.ExtensionRanges().Len() > 0 {
+		return false // extensions, if any are set, go first: see above
+	}
 	first := len(p.fields)
-	ok := true
-	m.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		if fd.IsExtension() {
-			ok = false
-			return false
+	fds := md.Fields()
+	for i := range fds.Len() {
+		if fd := fds.Get(i); m.Has(fd) {
+			// In field-number order, as proto.Marshal writes them
+			// (declarations need not be): an insertion sort, since
+			// fields are few and usually declared in order already.
+			j := len(p.fields)
+			p.fields = append(p.fields, fd)
+			for ; j > first && p.fields[j-1].Number() > fd.Number(); j-- {
+				p.fields[j] = p.fields[j-1]
+			}
+			p.fields[j] = fd
 		}
-		p.fields = append(p.fields, fd)
-		return true
-	})
+	}
 	fields := p.fields[first:]
 	defer func() { p.fields = p.fields[:first] }()
-	if !ok {
-		return false
-	}
-	slices.SortFunc(fields, func(a, b protoreflect.FieldDescriptor) int {
-		return int(a.Number()) - int(b.Number())
-	})
 	var run protoreflect.Message // the small fields since the last piece
 	for _, fd := range fields {
 		v := m.Get(fd)
@@ -172,10 +184,18 @@ func (p *pieces) message(m protoreflect.Message) bool {
 				}
 			}
 		}
+		if fd.Cardinality() != protoreflect.Repeated && direct(fd, v) {
+			if !p.flush(&run) {
+				return false
+			}
+			p.scratch = appendScalar(p.scratch, fd, v)
+			continue
+		}
 		if run == nil {
-			run = m.New()
+			run = p.runOf(m)
 		}
 		run.Set(fd, v)
+		p.runFields = append(p.runFields, fd)
 	}
 	if !p.flush(&run) {
 		return false
@@ -184,15 +204,39 @@ func (p *pieces) message(m protoreflect.Message) bool {
 	return true
 }
 
-// flush marshals the small fields gathered in *run onto the scratch.
+// flush marshals the small fields gathered in *run onto the scratch, and
+// empties *run for its next use.
 func (p *pieces) flush(run *protoreflect.Message) bool {
-	if *run == nil {
+	r := *run
+	if r == nil {
 		return true
 	}
-	var err error
-	p.scratch, err = proto.MarshalOptions{}.MarshalAppend(p.scratch, (*run).Interface())
 	*run = nil
+	var err error
+	p.scratch, err = proto.MarshalOptions{}.MarshalAppend(p.scratch, r.Interface())
+	for _, fd := range p.runFields {
+		r.Clear(fd)
+	}
+	clear(p.runFields)
+	p.runFields = p.runFields[:0]
 	return err == nil
+}
+
+// runOf returns an empty message of m's type to gather small fields in:
+// one kept from an earlier message of the type, or a new one. A run is
+// flushed before the next begins, so one per type is enough.
+func (p *pieces) runOf(m protoreflect.Message) protoreflect.Message {
+	md := m.Descriptor()
+	for _, r := range p.runs {
+		if r.Descriptor() == md {
+			return r
+		}
+	}
+	r := m.New()
+	if len(p.runs) < maxRuns {
+		p.runs = append(p.runs, r)
+	}
+	return r
 }
 
 // cut ends the small segment being written at scratch[:hi].
@@ -254,4 +298,65 @@ func (p *pieces) send(st *h2conn.Stream, end bool) error {
 func (p *pieces) drop() {
 	p.reset()
 	piecesPool.Put(p)
+}
+
+// direct says whether appendScalar writes fd's value v as proto.Marshal
+// does: singular scalars, and strings that are valid UTF-8 (proto.Marshal
+// refuses others where the syntax demands it, so those go through a run).
+// Writing them directly spares a run the allocations protoreflect's Set
+// makes for strings.
+func direct(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return false
+	case protoreflect.StringKind:
+		return utf8.ValidString(v.String())
+	}
+	return true
+}
+
+// appendScalar appends singular field fd with value v in the wire format.
+func appendScalar(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value) []byte {
+	n := fd.Number()
+	switch fd.Kind() {
+	case protoreflect.BoolKind:
+		b = protowire.AppendTag(b, n, protowire.VarintType)
+		return protowire.AppendVarint(b, protowire.EncodeBool(v.Bool()))
+	case protoreflect.EnumKind:
+		b = protowire.AppendTag(b, n, protowire.VarintType)
+		return protowire.AppendVarint(b, uint64(int64(v.Enum())))
+	case protoreflect.Int32Kind, protoreflect.Int64Kind:
+		b = protowire.AppendTag(b, n, protowire.VarintType)
+		return protowire.AppendVarint(b, uint64(v.Int()))
+	case protoreflect.Uint32Kind, protoreflect.Uint64Kind:
+		b = protowire.AppendTag(b, n, protowire.VarintType)
+		return protowire.AppendVarint(b, v.Uint())
+	case protoreflect.Sint32Kind, protoreflect.Sint64Kind:
+		b = protowire.AppendTag(b, n, protowire.VarintType)
+		return protowire.AppendVarint(b, protowire.EncodeZigZag(v.Int()))
+	case protoreflect.Fixed32Kind:
+		b = protowire.AppendTag(b, n, protowire.Fixed32Type)
+		return protowire.AppendFixed32(b, uint32(v.Uint()))
+	case protoreflect.Sfixed32Kind:
+		b = protowire.AppendTag(b, n, protowire.Fixed32Type)
+		return protowire.AppendFixed32(b, uint32(v.Int()))
+	case protoreflect.FloatKind:
+		b = protowire.AppendTag(b, n, protowire.Fixed32Type)
+		return protowire.AppendFixed32(b, math.Float32bits(float32(v.Float())))
+	case protoreflect.Fixed64Kind:
+		b = protowire.AppendTag(b, n, protowire.Fixed64Type)
+		return protowire.AppendFixed64(b, v.Uint())
+	case protoreflect.Sfixed64Kind:
+		b = protowire.AppendTag(b, n, protowire.Fixed64Type)
+		return protowire.AppendFixed64(b, uint64(v.Int()))
+	case protoreflect.DoubleKind:
+		b = protowire.AppendTag(b, n, protowire.Fixed64Type)
+		return protowire.AppendFixed64(b, math.Float64bits(v.Float()))
+	case protoreflect.StringKind:
+		b = protowire.AppendTag(b, n, protowire.BytesType)
+		return protowire.AppendString(b, v.String())
+	}
+	// BytesKind: a field below referenceMin, copied.
+	b = protowire.AppendTag(b, n, protowire.BytesType)
+	return protowire.AppendBytes(b, v.Bytes())
 }

@@ -50,7 +50,7 @@ func framed(t *testing.T, m proto.Message) []byte {
 }
 
 func TestPiecesReferenceLargeBytes(t *testing.T) {
-	body := bytes.Repeat([]byte{7}, 100<<10)
+	body := bytes.Repeat([]byte{7}, 300<<10)
 	status := &grpc_testing.EchoStatus{Code: 3, Message: "after the payload"}
 	cases := []struct {
 		name    string
@@ -98,7 +98,7 @@ func TestPiecesNotWorthIt(t *testing.T) {
 		t.Fatal("pieces for a message with no field of referenceMin bytes")
 	}
 	// A stale size (the message changed after it was measured) falls back.
-	m := &grpc_testing.Payload{Body: make([]byte, 100<<10)}
+	m := &grpc_testing.Payload{Body: make([]byte, 300<<10)}
 	if p := marshalPieces(bufpool.Default(), m, proto.Size(m)-1, referenceMin); p != nil {
 		p.drop()
 		t.Fatal("pieces for a message whose size is stale")
@@ -108,7 +108,7 @@ func TestPiecesNotWorthIt(t *testing.T) {
 // TestPiecesReleased checks that drop waits for a wrapped piece's last
 // owner: the writer's reference, dropped after its flush.
 func TestPiecesReleased(t *testing.T) {
-	m := &grpc_testing.Payload{Body: make([]byte, 100<<10)}
+	m := &grpc_testing.Payload{Body: make([]byte, 300<<10)}
 	p := marshalPieces(bufpool.Default(), m, proto.Size(m), referenceMin)
 	if p == nil || p.refs != 1 {
 		t.Fatal("no wrapped piece")
@@ -140,7 +140,7 @@ func FuzzPieces(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		for k := byte(0); k < 4; k++ {
+		for k := byte(0); k < 6; k++ {
 			f.Add(k, uint8(4), b)
 		}
 	}
@@ -152,7 +152,7 @@ func FuzzPieces(f *testing.F) {
 	seed(&anypb.Any{TypeUrl: "t", Value: []byte("0123456789")})
 	f.Fuzz(func(t *testing.T, kind, min uint8, data []byte) {
 		var m proto.Message
-		switch kind % 5 {
+		switch kind % 6 {
 		case 0:
 			m = &grpc_testing.Payload{}
 		case 1:
@@ -161,6 +161,8 @@ func FuzzPieces(f *testing.F) {
 			m = &grpc_testing.StreamingOutputCallRequest{}
 		case 3:
 			m = &anypb.Any{}
+		case 4:
+			m = &grpc_testing.SimpleRequest{} // maps: compared by value
 		default:
 			m = &wrapperspb.BytesValue{}
 		}
@@ -173,8 +175,35 @@ func FuzzPieces(f *testing.F) {
 			return
 		}
 		got, _ := joined(t, p)
+		if _, maps := m.(*grpc_testing.SimpleRequest); maps {
+			// proto.Marshal writes map entries in no set order.
+			back := m.ProtoReflect().New().Interface()
+			if err := proto.Unmarshal(got[PrefixLen:], back); err != nil || !proto.Equal(back, m) {
+				t.Fatalf("pieces do not decode to the message (%v):\n got %x", err, got)
+			}
+			return
+		}
 		if want := framed(t, m); !bytes.Equal(got, want) {
 			t.Fatalf("pieces differ from proto.Marshal:\n got %x\nwant %x", got, want)
 		}
 	})
+}
+
+// TestPiecesAllocations checks that a large message in pieces allocates
+// nothing in steady state: the scratch, the buffers, the runs of small
+// fields and the wait are pooled. (A repeated field among the small ones
+// costs one: protoreflect's view of the list.)
+func TestPiecesAllocations(t *testing.T) {
+	m := &grpc_testing.SimpleResponse{
+		Payload:  &grpc_testing.Payload{Type: grpc_testing.PayloadType_COMPRESSABLE, Body: make([]byte, 300<<10)},
+		Username: "u",
+		ServerId: "s",
+	}
+	size := proto.Size(m)
+	allocs := testing.AllocsPerRun(50, func() {
+		marshalPieces(bufpool.Default(), m, size, referenceMin).drop()
+	})
+	if allocs > 0 {
+		t.Fatalf("%.1f allocations per message in pieces, want 0", allocs)
+	}
 }
