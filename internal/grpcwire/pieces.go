@@ -35,9 +35,9 @@ import (
 // copies, so callers reuse a buffer once SendMsg returned, and that must
 // not change what goes out.
 //
-// A message whose type has extension ranges is marshaled whole:
-// proto.Marshal writes extensions before the fields, in an order of its
-// own.
+// A message whose type has extension ranges or required fields is
+// marshaled whole: proto.Marshal writes extensions before the fields, in
+// an order of its own, and refuses a message that lacks a required field.
 
 // piecesMin is the least payload size that is considered for pieces: below
 // it the copy costs less than the extra DATA write and the wait for the
@@ -132,8 +132,10 @@ func marshalPieces(pool *bufpool.Pool, m proto.Message, size, min int) *pieces {
 // message appends m's fields, in proto.Marshal's order, to the pieces.
 func (p *pieces) message(m protoreflect.Message) bool {
 	md := m.Descriptor()
-	if md.ExtensionRanges().Len() > 0 {
-		return false // extensions, if any are set, go first: see above
+	if md.ExtensionRanges().Len() > 0 || md.RequiredNumbers().Len() > 0 {
+		// Extensions, if any are set, go first (see above); required
+		// fields proto.Marshal checks, and refuses a message without.
+		return false
 	}
 	first := len(p.fields)
 	fds := md.Fields()
