@@ -46,7 +46,11 @@ type Stream struct {
 	// sendDataEnd; until that DATA first waits for window (writesched.go).
 	sendThenData bool
 	sendDataEnd  bool
-	sendHold     bool // the item may stay unflushed (HoldFlush)
+	// sendTrailers marks an item of WriteResponse: once its DATA is
+	// encoded it goes on as HEADERS with outTrls, ending the stream.
+	sendTrailers bool
+	outTrls      []hpack.HeaderField // owned copy of WriteResponse's trailers; kept with the stream for reuse
+	sendHold     bool                // the item may stay unflushed (HoldFlush)
 	// hold is set by HoldFlush and applies to the next item: the writing
 	// goroutine sets it without mu and its write takes it under mu
 	// (atomic only so that misuse from two goroutines stays race-free).
@@ -617,6 +621,8 @@ func (s *Stream) dropSendLocked() {
 	s.sendFields = nil
 	s.sendKind = sendNone
 	s.sendThenData = false
+	s.sendTrailers = false
+	clear(s.outTrls)
 	s.sendResult = nil
 }
 
@@ -823,6 +829,21 @@ func (s *Stream) headersWritableLocked(fields []hpack.HeaderField, end bool) err
 // for as long as the peer withholds window. A HoldFlush before it applies
 // to the item as a whole.
 func (s *Stream) WriteHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer, end bool) (headersSent bool, err error) {
+	return s.writeHeadersData(fields, b, end, nil)
+}
+
+// WriteResponse is WriteHeadersData(fields, b, false) followed by
+// WriteTrailers(trailers), as one item: a unary response, whose sender
+// parks at most once for the writer rather than twice. The trailers are
+// copied, since the item may outlive the call (as WriteHeadersData's DATA
+// may), and must not be empty. It fails as WriteHeadersData does, and with
+// a *HeaderListTooLargeError for trailers over the peer's limit, having
+// sent nothing.
+func (s *Stream) WriteResponse(fields []hpack.HeaderField, b *bufpool.Buffer, trailers []hpack.HeaderField) (headersSent bool, err error) {
+	return s.writeHeadersData(fields, b, false, trailers)
+}
+
+func (s *Stream) writeHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer, end bool, trailers []hpack.HeaderField) (headersSent bool, err error) {
 	c := s.conn
 	c.mu.Lock()
 	if s.writer {
@@ -834,6 +855,9 @@ func (s *Stream) WriteHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer,
 	}
 	s.writer = true
 	err = s.headersWritableLocked(fields, false)
+	if err == nil && trailers != nil {
+		err = c.headerListFitsLocked(trailers)
+	}
 	if err != nil {
 		s.writer = false
 		c.mu.Unlock()
@@ -844,6 +868,11 @@ func (s *Stream) WriteHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer,
 	}
 	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, false
 	s.sendThenData, s.sendBuf, s.sendOff, s.sendDataEnd = true, b, 0, end
+	if trailers != nil {
+		s.outTrls = append(s.outTrls[:0], trailers...)
+		s.sendTrailers = true
+		end = true
+	}
 	s.sendHold = s.hold.Swap(false)
 	s.endQueued = end
 	c.readyLocked(s)
@@ -1045,7 +1074,8 @@ func (s *Stream) Release() {
 	reuse := !s.inReady && !s.sendWaiting && !s.recvWaiting && s.sendKind == sendNone && !s.writer &&
 		!c.closing && len(c.freeStreams) < keep
 	if reuse {
-		hdrs, trls, q := s.hdrs[:0], s.trls[:0], s.recvQ.q[:0]
+		hdrs, trls, q, outTrls := s.hdrs[:0], s.trls[:0], s.recvQ.q[:0], s.outTrls[:0]
+		clear(outTrls[:cap(outTrls)])
 		if s.trailersOnly {
 			trls = nil // it aliased hdrs
 		}
@@ -1065,7 +1095,10 @@ func (s *Stream) Release() {
 		case <-sendCh:
 		default:
 		}
-		*s = Stream{hdrs: hdrs, trls: trls, recvCh: recvCh, sendCh: sendCh}
+		if cap(outTrls) > maxKeptFields {
+			outTrls = nil
+		}
+		*s = Stream{hdrs: hdrs, trls: trls, outTrls: outTrls, recvCh: recvCh, sendCh: sendCh}
 		s.recvQ.q = q
 		c.freeStreams = append(c.freeStreams, s)
 	}

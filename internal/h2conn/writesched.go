@@ -332,6 +332,16 @@ func (c *Conn) encodeOneLocked(s *Stream, budget *int, wb *wakeBatch) (progress,
 		if s.sendBuf != nil {
 			rem = s.sendBuf.Len() - s.sendOff
 		}
+		if rem == 0 && s.sendTrailers {
+			// WriteResponse with no DATA bytes: straight to the
+			// trailers, without an empty frame.
+			if s.sendBuf != nil {
+				s.sendBuf.Free() // the send slot's reference; nothing to send
+				s.sendBuf = nil
+			}
+			s.thenTrailersLocked()
+			return true, true
+		}
 		if rem == 0 {
 			st, err := s.state.sendData(s.sendEnd)
 			if err != nil {
@@ -378,11 +388,23 @@ func (c *Conn) encodeOneLocked(s *Stream, budget *int, wb *wakeBatch) (progress,
 		s.sendBuf.Free() // the send slot's reference; fw holds its own until the flush
 		s.sendBuf = nil
 		st, _ := s.state.sendData(end)
+		if s.sendTrailers {
+			s.thenTrailersLocked()
+			c.setStateLocked(s, st)
+			return true, true
+		}
 		c.finishSendLocked(s, nil, wb)
 		c.setStateLocked(s, st)
 		return true, false
 	}
 	return false, false
+}
+
+// thenTrailersLocked turns a WriteResponse item whose DATA is encoded
+// into its trailers, encoded in a later round of the write loop.
+func (s *Stream) thenTrailersLocked() {
+	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, s.outTrls, true
+	s.sendTrailers, s.sendThenData = false, false
 }
 
 // finishSendLocked empties the send slot and has wb wake its sender.
