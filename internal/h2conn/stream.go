@@ -46,11 +46,11 @@ type Stream struct {
 	// sendDataEnd; until that DATA first waits for window (writesched.go).
 	sendThenData bool
 	sendDataEnd  bool
-	// sendTrailers marks an item of WriteResponse: once its DATA is
-	// encoded it goes on as HEADERS with outTrls, ending the stream.
-	sendTrailers bool
-	outTrls      []hpack.HeaderField // owned copy of WriteResponse's trailers; kept with the stream for reuse
-	sendHold     bool                // the item may stay unflushed (HoldFlush)
+	// sendTrailers holds the trailers of a WriteResponse item, borrowed
+	// from its sender, which waits for the whole item: once the DATA is
+	// encoded the item goes on as HEADERS with them, ending the stream.
+	sendTrailers []hpack.HeaderField
+	sendHold     bool // the item may stay unflushed (HoldFlush)
 	// hold is set by HoldFlush and applies to the next item: the writing
 	// goroutine sets it without mu and its write takes it under mu
 	// (atomic only so that misuse from two goroutines stays race-free).
@@ -621,8 +621,7 @@ func (s *Stream) dropSendLocked() {
 	s.sendFields = nil
 	s.sendKind = sendNone
 	s.sendThenData = false
-	s.sendTrailers = false
-	clear(s.outTrls)
+	s.sendTrailers = nil
 	s.sendResult = nil
 }
 
@@ -834,11 +833,11 @@ func (s *Stream) WriteHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer,
 
 // WriteResponse is WriteHeadersData(fields, b, false) followed by
 // WriteTrailers(trailers), as one item: a unary response, whose sender
-// parks at most once for the writer rather than twice. The trailers are
-// copied, since the item may outlive the call (as WriteHeadersData's DATA
-// may), and must not be empty. It fails as WriteHeadersData does, and with
-// a *HeaderListTooLargeError for trailers over the peer's limit, having
-// sent nothing.
+// parks at most once for the writer rather than twice. Unlike
+// WriteHeadersData it returns only once the whole item is encoded, or the
+// stream failed: trailers (not empty) are borrowed until then. It fails
+// as WriteHeadersData does, and with a *HeaderListTooLargeError for
+// trailers over the peer's limit, having sent nothing.
 func (s *Stream) WriteResponse(fields []hpack.HeaderField, b *bufpool.Buffer, trailers []hpack.HeaderField) (headersSent bool, err error) {
 	return s.writeHeadersData(fields, b, false, trailers)
 }
@@ -869,8 +868,7 @@ func (s *Stream) writeHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer,
 	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, false
 	s.sendThenData, s.sendBuf, s.sendOff, s.sendDataEnd = true, b, 0, end
 	if trailers != nil {
-		s.outTrls = append(s.outTrls[:0], trailers...)
-		s.sendTrailers = true
+		s.sendTrailers = trailers
 		end = true
 	}
 	s.sendHold = s.hold.Swap(false)
@@ -1074,8 +1072,7 @@ func (s *Stream) Release() {
 	reuse := !s.inReady && !s.sendWaiting && !s.recvWaiting && s.sendKind == sendNone && !s.writer &&
 		!c.closing && len(c.freeStreams) < keep
 	if reuse {
-		hdrs, trls, q, outTrls := s.hdrs[:0], s.trls[:0], s.recvQ.q[:0], s.outTrls[:0]
-		clear(outTrls[:cap(outTrls)])
+		hdrs, trls, q := s.hdrs[:0], s.trls[:0], s.recvQ.q[:0]
 		if s.trailersOnly {
 			trls = nil // it aliased hdrs
 		}
@@ -1095,10 +1092,7 @@ func (s *Stream) Release() {
 		case <-sendCh:
 		default:
 		}
-		if cap(outTrls) > maxKeptFields {
-			outTrls = nil
-		}
-		*s = Stream{hdrs: hdrs, trls: trls, outTrls: outTrls, recvCh: recvCh, sendCh: sendCh}
+		*s = Stream{hdrs: hdrs, trls: trls, recvCh: recvCh, sendCh: sendCh}
 		s.recvQ.q = q
 		c.freeStreams = append(c.freeStreams, s)
 	}
