@@ -185,12 +185,17 @@ func (s *Stream) park(ch chan struct{}, done <-chan struct{}) {
 
 // maxFreeStreams bounds the released Stream objects a busy connection keeps
 // for reuse: enough for grpc-go's benchmark concurrency (120 calls in
-// flight) to open streams without allocating. Once no stream is open the
-// list is cut to idleFreeStreams, so an idle connection holds few; the
-// streams cut go to spareStreams, a process-wide sync.Pool, since a busy
-// connection often has no stream open for a moment (a server that answered
-// every request of a batch) and takes them back a moment later, and the
-// garbage collector empties the pool of a process that stays idle. The free
+// flight) to open streams without allocating. A connection whose reader
+// waits in OnReadable when idle drops the list as it goes idle
+// (trimIdleLocked). One that cannot, and so never knows it is idle, cuts
+// the list to idleFreeStreams whenever no stream is open; the streams cut
+// go to spareStreams, a process-wide sync.Pool, since a busy connection
+// often has no stream open for a moment (a server that answered every
+// request of a batch) and takes them back a moment later, and the garbage
+// collector empties the pool of a process that stays idle. (Cutting at
+// those moments on every connection made one stream in six a new
+// allocation at 120 calls in flight: the pool's per-processor lists often
+// miss.) The free
 // list is per connection first so that a stream's reuse touches only its
 // connection's state. A connection made in a testing/synctest bubble keeps
 // out of the pool (Config.inBubble): its streams' channels belong to the
@@ -1057,7 +1062,9 @@ func (s *Stream) Release() {
 	s.recvQ.freeAll(c.ledger())
 	s.dropSinkLocked()
 	keep := maxFreeStreams
-	if c.numLocal+c.numPeer == 0 {
+	if c.numLocal+c.numPeer == 0 && c.resume == nil {
+		// No idle trim will come (a connection that waits in
+		// OnReadable, resume set, is trimmed as it goes idle): cut now.
 		keep = idleFreeStreams
 		if n := len(c.freeStreams); n > keep {
 			if !c.cfg.inBubble {
