@@ -513,7 +513,10 @@ func (s *Stream) resetFunc() func(error) {
 // (returning ctx.Err()). It fails fast with an error matching
 // ErrConnClosed when the connection is closed, and with ErrGoingAway
 // (retryable: nothing was sent) after a GOAWAY. fields is borrowed until
-// return.
+// return; with opts.Unary, until Release: when another goroutine holds
+// the write role NewStream returns before the HEADERS are encoded, and the
+// stream's message joins them (WriteData), so that the caller does not
+// park for them.
 func (c *Conn) NewStream(ctx context.Context, fields []hpack.HeaderField, opts StreamOptions) (*Stream, error) {
 	if c.role != RoleClient {
 		return nil, ErrWrongRole
@@ -561,6 +564,15 @@ func (c *Conn) NewStream(ctx context.Context, fields []hpack.HeaderField, opts S
 		s.canceling = opts.Canceled
 	}
 	c.readyLocked(s)
+	if s.sendHold && c.writing && !c.closing {
+		// Another goroutine holds the write role and will encode the
+		// HEADERS; the message follows at once and joins them as one
+		// item (WriteData): return rather than park until they are
+		// encoded. A failure shows in the stream's next call.
+		s.sendAsync = true
+		c.mu.Unlock()
+		return s, nil
+	}
 	if err := s.waitSendLocked(); err != nil {
 		return nil, err
 	}
@@ -914,6 +926,21 @@ func (s *Stream) WriteData(b *bufpool.Buffer, end bool) error {
 		return ErrConcurrentWrite
 	}
 	s.writer = true
+	if s.sendAsync && s.sendKind == sendHeaders && s.sendHold && !s.sendThenData && s.err == nil {
+		// NewStream's HEADERS of a unary call, not yet encoded: the
+		// message joins them as one item, as WriteHeadersData's.
+		s.sendThenData, s.sendBuf, s.sendOff, s.sendDataEnd = true, b, 0, end
+		s.sendHold = false
+		s.hold.Store(false)
+		s.endQueued = end
+		if c.writing && !c.closing {
+			s.writer = false
+			c.mu.Unlock()
+			return nil
+		}
+		s.sendAsync = false
+		return s.waitSendLocked()
+	}
 	err := s.waitAsyncLocked()
 	switch {
 	case err != nil:
