@@ -133,7 +133,13 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	done := ctx.Done()
 	watched := hold && cfg.Unary && done != nil // the stream's waits watch ctx
 	st, err := c.NewStream(ctx, fields, h2conn.StreamOptions{Unary: hold, Canceled: done, WatchCanceled: watched})
-	clear(s.fieldBuf[:])
+	if !hold {
+		// With hold the engine may read the fields after NewStream
+		// returned (it may return before they are encoded): recycle
+		// clears them.
+		clear(s.fieldBuf[:])
+	}
+
 	if err != nil {
 		s.recycle()
 		return nil, StreamStatusError(ctx, err)

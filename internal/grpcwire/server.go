@@ -57,19 +57,20 @@ type ServerStream struct {
 	mdOnce sync.Once
 	md     metadata.MD // built by IncomingMD from Req's pairs
 
-	mu         sync.Mutex // guards the fields below
-	header     metadata.MD
-	trailer    metadata.MD
-	headerSent bool
-	finished   bool
-	expired    bool // the deadline had passed when Init ran
+	mu      sync.Mutex // guards the fields below
+	header  metadata.MD
+	trailer metadata.MD
 	// users counts the calls using st outside mu (a send, a receive,
 	// FinishHTTP): st is released by the last to leave once finished is
 	// set, so that a SendMsg or RecvMsg racing with or following the end
 	// of the call never reaches a stream object the connection reuses.
-	users    int
-	recvIn   bool // a receive is among users
-	released bool
+	// (Declared ahead of the flags so that they share one word.)
+	users      int
+	headerSent bool
+	finished   bool
+	expired    bool // the deadline had passed when Init ran
+	recvIn     bool // a receive is among users
+	released   bool
 	// comp is the compression of the response messages: the request's
 	// encoding when its compressor is registered, or what
 	// SetSendCompressor chose; nil sends them as they are, with no
@@ -77,6 +78,10 @@ type ServerStream struct {
 	// concurrently with SendMsg, as grpc-go's SetSendCompressor says),
 	// fixed once the headers went out.
 	comp *sendCompression
+	// last is SendLastMsg's message, left for finish to send with the
+	// response headers and the trailers as one item of the stream
+	// (h2conn.Stream.WriteResponse): headerSent is set meanwhile.
+	last *bufpool.Buffer
 }
 
 // fieldBuf is the scratch a response's header or trailer fields are built
@@ -414,6 +419,15 @@ func (s *ServerStream) sendMsg(m any, last bool) (n MsgSize, sentHeader bool, er
 		if s.comp != c {
 			s.comp = c
 		}
+		if last {
+			// A unary response: the status follows at once, and the
+			// three go as one item, so that the handler waits for the
+			// connection's writer once, not twice.
+			s.headerSent, s.last = true, b
+			s.mu.Unlock()
+			s.leave(false)
+			return n, true, nil
+		}
 		// The headers and the message go as one write (one round trip
 		// of the engine lock and one wait for its writer).
 		sentHeader, err = s.sendHeaderDataLocked(b, last)
@@ -635,6 +649,14 @@ func (s *ServerStream) finish(st *status.Status, httpStatus int) (sentHeader, se
 		s.mu.Unlock()
 		return false, false, nil
 	}
+	resp := s.last // the unary response, which goes with an OK status
+	s.last = nil
+	if resp != nil && (st.Code() != codes.OK || httpStatus != 0) {
+		// The call failed after all (its deadline passed): the status
+		// goes without the message, in a Trailers-Only response.
+		resp.Free()
+		resp, s.headerSent = nil, false
+	}
 	if !s.headerSent && len(s.header) > 0 && httpStatus == 0 {
 		// Header metadata set with no message sent: it goes in HEADERS of
 		// its own ahead of the trailers, as grpc-go sends it, rather than
@@ -649,11 +671,27 @@ func (s *ServerStream) finish(st *status.Status, httpStatus int) (sentHeader, se
 	recvDone := !s.recvIn && s.recvEOF
 	fb := fieldBufs.Get().(*fieldBuf)
 	fields := AppendTrailers(fb[:0], !s.headerSent, httpStatus, s.Req.ContentSubtype, st, s.trailer)
+	var hb *fieldBuf
+	var hfields []hpack.HeaderField
+	if resp != nil {
+		hb = fieldBufs.Get().(*fieldBuf)
+		var enc string
+		if s.comp != nil {
+			enc = s.comp.name
+		}
+		hfields = AppendResponseHeaders(hb[:0], s.Req.ContentSubtype, enc, s.header)
+	}
 	s.headerSent = true
 	s.mu.Unlock()
 	// The deadline watcher checks finished under mu, so it does not
 	// reset st once it is released.
-	err = s.st.WriteTrailers(fields)
+	if resp != nil {
+		_, err = s.st.WriteResponse(hfields, resp, fields) // takes ownership of resp
+		clear(hb[:])
+		fieldBufs.Put(hb)
+	} else {
+		err = s.st.WriteTrailers(fields)
+	}
 	clear(fb[:])
 	fieldBufs.Put(fb)
 	if err == h2conn.ErrConcurrentWrite {

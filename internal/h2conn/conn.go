@@ -22,7 +22,9 @@ import (
 type Conn struct {
 	nc net.Conn
 	// resume is resumeReader bound once, handed to OnReadable each time the
-	// reader leaves an idle connection. Set before the reader starts.
+	// reader leaves an idle connection: set, under mu, by the reader's
+	// first wait that may go idle, and nil on a connection that never
+	// does (Release reads it).
 	resume  func()
 	cfg     *Config // normalized, shared by the conns of one configuration; read-only
 	handler Handler

@@ -99,7 +99,11 @@ func (c *Conn) awaitGreeting() {
 		}
 		if b == nil {
 			if c.resume == nil {
+				// Under mu: Release reads it to tell a connection that trims as
+				// it goes idle.
+				c.mu.Lock()
 				c.resume = c.resumeReader
+				c.mu.Unlock()
 			}
 			if rn.OnReadable(c.resume) == nil {
 				return

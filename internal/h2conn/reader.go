@@ -286,7 +286,11 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 	if idle && c.src != nil {
 		if rn, _ = c.nc.(readableNotifier); rn != nil {
 			if c.resume == nil {
+				// Under mu: Release reads it to tell a connection that trims as
+				// it goes idle.
+				c.mu.Lock()
 				c.resume = c.resumeReader
+				c.mu.Unlock()
 			}
 			c.setReadWait(c.idleWait())
 		}

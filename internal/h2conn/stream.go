@@ -46,6 +46,10 @@ type Stream struct {
 	// sendDataEnd; until that DATA first waits for window (writesched.go).
 	sendThenData bool
 	sendDataEnd  bool
+	// sendTrailers holds the trailers of a WriteResponse item, borrowed
+	// from its sender, which waits for the whole item: once the DATA is
+	// encoded the item goes on as HEADERS with them, ending the stream.
+	sendTrailers []hpack.HeaderField
 	sendHold     bool // the item may stay unflushed (HoldFlush)
 	// hold is set by HoldFlush and applies to the next item: the writing
 	// goroutine sets it without mu and its write takes it under mu
@@ -181,12 +185,17 @@ func (s *Stream) park(ch chan struct{}, done <-chan struct{}) {
 
 // maxFreeStreams bounds the released Stream objects a busy connection keeps
 // for reuse: enough for grpc-go's benchmark concurrency (120 calls in
-// flight) to open streams without allocating. Once no stream is open the
-// list is cut to idleFreeStreams, so an idle connection holds few; the
-// streams cut go to spareStreams, a process-wide sync.Pool, since a busy
-// connection often has no stream open for a moment (a server that answered
-// every request of a batch) and takes them back a moment later, and the
-// garbage collector empties the pool of a process that stays idle. The free
+// flight) to open streams without allocating. A connection whose reader
+// waits in OnReadable when idle drops the list as it goes idle
+// (trimIdleLocked). One that cannot, and so never knows it is idle, cuts
+// the list to idleFreeStreams whenever no stream is open; the streams cut
+// go to spareStreams, a process-wide sync.Pool, since a busy connection
+// often has no stream open for a moment (a server that answered every
+// request of a batch) and takes them back a moment later, and the garbage
+// collector empties the pool of a process that stays idle. (Cutting at
+// those moments on every connection made one stream in six a new
+// allocation at 120 calls in flight: the pool's per-processor lists often
+// miss.) The free
 // list is per connection first so that a stream's reuse touches only its
 // connection's state. A connection made in a testing/synctest bubble keeps
 // out of the pool (Config.inBubble): its streams' channels belong to the
@@ -504,7 +513,10 @@ func (s *Stream) resetFunc() func(error) {
 // (returning ctx.Err()). It fails fast with an error matching
 // ErrConnClosed when the connection is closed, and with ErrGoingAway
 // (retryable: nothing was sent) after a GOAWAY. fields is borrowed until
-// return.
+// return; with opts.Unary, until Release: when another goroutine holds
+// the write role NewStream returns before the HEADERS are encoded, and the
+// stream's message joins them (WriteData), so that the caller does not
+// park for them.
 func (c *Conn) NewStream(ctx context.Context, fields []hpack.HeaderField, opts StreamOptions) (*Stream, error) {
 	if c.role != RoleClient {
 		return nil, ErrWrongRole
@@ -552,6 +564,15 @@ func (c *Conn) NewStream(ctx context.Context, fields []hpack.HeaderField, opts S
 		s.canceling = opts.Canceled
 	}
 	c.readyLocked(s)
+	if s.sendHold && c.writing && !c.closing {
+		// Another goroutine holds the write role and will encode the
+		// HEADERS; the message follows at once and joins them as one
+		// item (WriteData): return rather than park until they are
+		// encoded. A failure shows in the stream's next call.
+		s.sendAsync = true
+		c.mu.Unlock()
+		return s, nil
+	}
 	if err := s.waitSendLocked(); err != nil {
 		return nil, err
 	}
@@ -617,6 +638,7 @@ func (s *Stream) dropSendLocked() {
 	s.sendFields = nil
 	s.sendKind = sendNone
 	s.sendThenData = false
+	s.sendTrailers = nil
 	s.sendResult = nil
 }
 
@@ -823,6 +845,21 @@ func (s *Stream) headersWritableLocked(fields []hpack.HeaderField, end bool) err
 // for as long as the peer withholds window. A HoldFlush before it applies
 // to the item as a whole.
 func (s *Stream) WriteHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer, end bool) (headersSent bool, err error) {
+	return s.writeHeadersData(fields, b, end, nil)
+}
+
+// WriteResponse is WriteHeadersData(fields, b, false) followed by
+// WriteTrailers(trailers), as one item: a unary response, whose sender
+// parks at most once for the writer rather than twice. Unlike
+// WriteHeadersData it returns only once the whole item is encoded, or the
+// stream failed: trailers (not empty) are borrowed until then. It fails
+// as WriteHeadersData does, and with a *HeaderListTooLargeError for
+// trailers over the peer's limit, having sent nothing.
+func (s *Stream) WriteResponse(fields []hpack.HeaderField, b *bufpool.Buffer, trailers []hpack.HeaderField) (headersSent bool, err error) {
+	return s.writeHeadersData(fields, b, false, trailers)
+}
+
+func (s *Stream) writeHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer, end bool, trailers []hpack.HeaderField) (headersSent bool, err error) {
 	c := s.conn
 	c.mu.Lock()
 	if s.writer {
@@ -834,6 +871,9 @@ func (s *Stream) WriteHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer,
 	}
 	s.writer = true
 	err = s.headersWritableLocked(fields, false)
+	if err == nil && trailers != nil {
+		err = c.headerListFitsLocked(trailers)
+	}
 	if err != nil {
 		s.writer = false
 		c.mu.Unlock()
@@ -844,6 +884,10 @@ func (s *Stream) WriteHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer,
 	}
 	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, false
 	s.sendThenData, s.sendBuf, s.sendOff, s.sendDataEnd = true, b, 0, end
+	if trailers != nil {
+		s.sendTrailers = trailers
+		end = true
+	}
 	s.sendHold = s.hold.Swap(false)
 	s.endQueued = end
 	c.readyLocked(s)
@@ -882,6 +926,21 @@ func (s *Stream) WriteData(b *bufpool.Buffer, end bool) error {
 		return ErrConcurrentWrite
 	}
 	s.writer = true
+	if s.sendAsync && s.sendKind == sendHeaders && s.sendHold && !s.sendThenData && s.err == nil {
+		// NewStream's HEADERS of a unary call, not yet encoded: the
+		// message joins them as one item, as WriteHeadersData's.
+		s.sendThenData, s.sendBuf, s.sendOff, s.sendDataEnd = true, b, 0, end
+		s.sendHold = false
+		s.hold.Store(false)
+		s.endQueued = end
+		if c.writing && !c.closing {
+			s.writer = false
+			c.mu.Unlock()
+			return nil
+		}
+		s.sendAsync = false
+		return s.waitSendLocked()
+	}
 	err := s.waitAsyncLocked()
 	switch {
 	case err != nil:
@@ -1030,7 +1089,9 @@ func (s *Stream) Release() {
 	s.recvQ.freeAll(c.ledger())
 	s.dropSinkLocked()
 	keep := maxFreeStreams
-	if c.numLocal+c.numPeer == 0 {
+	if c.numLocal+c.numPeer == 0 && c.resume == nil {
+		// No idle trim will come (a connection that waits in
+		// OnReadable, resume set, is trimmed as it goes idle): cut now.
 		keep = idleFreeStreams
 		if n := len(c.freeStreams); n > keep {
 			if !c.cfg.inBubble {

@@ -202,3 +202,118 @@ func TestWriteHeadersDataMisuse(t *testing.T) {
 	p.close(t)
 	checkLeaks(t, p.pool, g)
 }
+
+// WriteResponse sends headers, a message and the trailers as one item, in
+// one write, and the client reads them in that order.
+func TestWriteResponseOneWrite(t *testing.T) {
+	for _, body := range []string{"reply", ""} {
+		g := runtime.NumGoroutine()
+		pool := bufpool.New(nil)
+		cn, sn := net.Pipe()
+		cc := &countConn{Conn: sn}
+		respond := make(chan *Stream, 1)
+		srv := NewServerConn(cc, Config{Pool: pool}, HandlerFunc(func(s *Stream) { respond <- s }))
+		serveErr := make(chan error, 1)
+		go func() { serveErr <- srv.Serve() }()
+		cl, err := NewClientConn(cn, Config{Pool: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := cl.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss := <-respond
+		time.Sleep(20 * time.Millisecond) // the server's SETTINGS and ACKs go out
+		before := cc.count()
+		if sent, err := ss.WriteResponse(respFields, pool.Copy([]byte(body)), trailerFields); err != nil || !sent {
+			t.Fatalf("WriteResponse: headers sent %v, %v", sent, err)
+		}
+		if n := cc.count() - before; n != 1 {
+			t.Errorf("%d writes for headers, data and trailers, want 1", n)
+		}
+		h, _, err := s.RecvHeaders()
+		if err != nil || len(h) == 0 || h[0].Value != "200" {
+			t.Fatalf("RecvHeaders %v %v", h, err)
+		}
+		if body != "" {
+			b, err := s.Recv()
+			if err != nil || string(b.Bytes()) != body {
+				t.Fatalf("Recv %v", err)
+			}
+			b.Free()
+		}
+		if _, err := s.Recv(); err != io.EOF {
+			t.Fatalf("Recv end: %v", err)
+		}
+		if tr := s.Trailers(); len(tr) != len(trailerFields) || tr[0] != trailerFields[0] {
+			t.Fatalf("trailers %v, want %v", tr, trailerFields)
+		}
+		s.Release()
+		ss.Release()
+		cl.Close()
+		srv.Close()
+		<-cl.Done()
+		<-srv.Done()
+		<-serveErr
+		checkLeaks(t, pool, g)
+	}
+}
+
+// A message larger than the client's stream window: WriteResponse waits
+// until the whole item, trailers included, is encoded (they are borrowed
+// until then), and the client gets all of it.
+func TestWriteResponseBeyondWindow(t *testing.T) {
+	g := runtime.NumGoroutine()
+	got := make(chan *Stream, 1)
+	p := newPair(t, Config{InitialStreamWindow: 1 << 16}, Config{}, func(*bufpool.Pool) Handler { return HandlerFunc(func(s *Stream) { got <- s }) }, false)
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := <-got
+	body := bytes.Repeat([]byte("leangrpc"), 40000) // 320 KB: beyond the stream window
+	trailers := append([]hpack.HeaderField(nil), trailerFields...)
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := ss.WriteResponse(respFields, p.pool.Copy(body), trailers)
+		clear(trailers) // borrowed only until WriteResponse returns
+		wrote <- err
+	}()
+	watchdog := time.AfterFunc(10*time.Second, func() { p.client.Close(); p.server.Close() })
+	defer watchdog.Stop()
+	time.Sleep(10 * time.Millisecond)
+	select {
+	case err := <-wrote:
+		t.Fatalf("WriteResponse returned (%v) while the window held the message back", err)
+	default:
+	}
+	if _, _, err := s.RecvHeaders(); err != nil {
+		t.Fatal(err)
+	}
+	var recv []byte
+	for {
+		b, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Recv after %d bytes: %v", len(recv), err)
+		}
+		recv = append(recv, b.Bytes()...)
+		b.Free()
+	}
+	if !bytes.Equal(recv, body) {
+		t.Fatalf("got %d bytes, want %d", len(recv), len(body))
+	}
+	if tr := s.Trailers(); len(tr) != len(trailerFields) || tr[0] != trailerFields[0] {
+		t.Fatalf("trailers %v, want %v", tr, trailerFields)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatalf("WriteResponse: %v", err)
+	}
+	s.Release()
+	ss.Release()
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}

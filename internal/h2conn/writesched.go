@@ -332,6 +332,16 @@ func (c *Conn) encodeOneLocked(s *Stream, budget *int, wb *wakeBatch) (progress,
 		if s.sendBuf != nil {
 			rem = s.sendBuf.Len() - s.sendOff
 		}
+		if rem == 0 && s.sendTrailers != nil {
+			// WriteResponse with no DATA bytes: straight to the
+			// trailers, without an empty frame.
+			if s.sendBuf != nil {
+				s.sendBuf.Free() // the send slot's reference; nothing to send
+				s.sendBuf = nil
+			}
+			s.thenTrailersLocked()
+			return true, true
+		}
 		if rem == 0 {
 			st, err := s.state.sendData(s.sendEnd)
 			if err != nil {
@@ -354,7 +364,7 @@ func (c *Conn) encodeOneLocked(s *Stream, budget *int, wb *wakeBatch) (progress,
 			// Blocked on the stream window: its WINDOW_UPDATE (or a
 			// SETTINGS increase) puts it back. Blocked on the
 			// connection window only: keep its place.
-			if s.sendThenData {
+			if s.sendThenData && s.sendTrailers == nil {
 				// A WriteHeadersData's HEADERS went out: its sender
 				// returns rather than wait for window (see there),
 				// once; whoever waits next waits for the whole item.
@@ -378,11 +388,23 @@ func (c *Conn) encodeOneLocked(s *Stream, budget *int, wb *wakeBatch) (progress,
 		s.sendBuf.Free() // the send slot's reference; fw holds its own until the flush
 		s.sendBuf = nil
 		st, _ := s.state.sendData(end)
+		if s.sendTrailers != nil {
+			s.thenTrailersLocked()
+			c.setStateLocked(s, st)
+			return true, true
+		}
 		c.finishSendLocked(s, nil, wb)
 		c.setStateLocked(s, st)
 		return true, false
 	}
 	return false, false
+}
+
+// thenTrailersLocked turns a WriteResponse item whose DATA is encoded
+// into its trailers, encoded in a later round of the write loop.
+func (s *Stream) thenTrailersLocked() {
+	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, s.sendTrailers, true
+	s.sendTrailers, s.sendThenData = nil, false
 }
 
 // finishSendLocked empties the send slot and has wb wake its sender.
