@@ -102,6 +102,75 @@ func TestReadFullWakeUps(t *testing.T) {
 	}
 }
 
+// A mark never makes the receive window smaller: Linux grows a receive
+// buffer below twice the mark, and the window clamp, when it sets one, and
+// leaves a buffer the user sized alone (capping the mark at half of it
+// instead, so that a frame larger than that buffer still completes).
+func TestReadFullMarkKeepsWindow(t *testing.T) {
+	if !lowWaterKernel() {
+		t.Skip("kernel before 4.18: no mark")
+	}
+	sizes := func(c *Conn) (rcvbuf, clamp int) {
+		t.Helper()
+		var err error
+		c.w.rc.Control(func(fd uintptr) {
+			if rcvbuf, err = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF); err != nil {
+				return
+			}
+			clamp, err = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_WINDOW_CLAMP)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rcvbuf, clamp
+	}
+	// markedFrame reads a frame of n bytes sent in two bursts until the
+	// reader parked under a mark between them (a loaded machine may take
+	// the first burst late, so the gap grows).
+	markedFrame := func(client net.Conn, c *Conn, n int) {
+		t.Helper()
+		for gap := 20 * time.Millisecond; ; gap *= 2 {
+			sets := lowWaterSets.Load()
+			sent := sendInParts(client, pattern(0, n), 2, gap, false)
+			if got, _ := readFullOf(t, c, n); !bytes.Equal(got, pattern(0, n)) {
+				t.Fatal("bytes differ")
+			}
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+			if lowWaterSets.Load() > sets {
+				return
+			}
+			if gap >= time.Second {
+				t.Fatalf("no mark set for a frame in two bursts %v apart", gap)
+			}
+		}
+	}
+
+	client, server := tcpPair(t)
+	c := Wrap(server, true).(*Conn)
+	c.SetLowWater(true)
+	buf0, clamp0 := sizes(c)
+	markedFrame(client, c, 256<<10)
+	buf1, clamp1 := sizes(c)
+	t.Logf("receive buffer %d -> %d, window clamp %d -> %d", buf0, buf1, clamp0, clamp1)
+	if buf1 < buf0 || clamp1 < clamp0 {
+		t.Errorf("after a mark: receive buffer %d -> %d, window clamp %d -> %d, want neither smaller", buf0, buf1, clamp0, clamp1)
+	}
+
+	client, server = tcpPair(t)
+	if err := server.SetReadBuffer(32 << 10); err != nil {
+		t.Fatal(err)
+	}
+	c = Wrap(server, true).(*Conn)
+	c.SetLowWater(true)
+	buf0, _ = sizes(c)
+	markedFrame(client, c, 256<<10)
+	if buf1, _ := sizes(c); buf1 != buf0 {
+		t.Errorf("receive buffer set by the user: %d -> %d after a mark, want it unchanged", buf0, buf1)
+	}
+}
+
 // After ReadFull left a mark on the socket, the waits that must see the
 // first byte lower it: each gets a byte sent alone at once.
 func TestReadFullMarkLowered(t *testing.T) {
