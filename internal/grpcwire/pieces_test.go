@@ -194,6 +194,9 @@ func FuzzPieces(f *testing.F) {
 // fields and the wait are pooled. (A repeated field among the small ones
 // costs one: protoreflect's view of the list.)
 func TestPiecesAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
 	m := &grpc_testing.SimpleResponse{
 		Payload:  &grpc_testing.Payload{Type: grpc_testing.PayloadType_COMPRESSABLE, Body: make([]byte, 300<<10)},
 		Username: "u",
