@@ -685,11 +685,19 @@ func (s *ServerStream) finish(st *status.Status, httpStatus int) (sentHeader, se
 	s.mu.Unlock()
 	// The deadline watcher checks finished under mu, so it does not
 	// reset st once it is released.
-	if resp != nil {
+	switch {
+	case resp != nil && recvDone:
+		// The request has ended, so nothing follows the response: when
+		// another goroutine is writing, it sends it without this one
+		// waiting, and the stream's release waits for it instead.
+		err = s.st.WriteResponseAsync(hfields, resp, fields) // takes ownership of resp
+		clear(hb[:])
+		fieldBufs.Put(hb)
+	case resp != nil:
 		_, err = s.st.WriteResponse(hfields, resp, fields) // takes ownership of resp
 		clear(hb[:])
 		fieldBufs.Put(hb)
-	} else {
+	default:
 		err = s.st.WriteTrailers(fields)
 	}
 	clear(fb[:])

@@ -50,6 +50,12 @@ type Stream struct {
 	// from its sender, which waits for the whole item: once the DATA is
 	// encoded the item goes on as HEADERS with them, ending the stream.
 	sendTrailers []hpack.HeaderField
+	// outFields holds the copies of an early-returning WriteResponse's
+	// headers and trailers; kept with the stream for reuse.
+	outFields []hpack.HeaderField
+	// releaseLater: Release came while such a response was in the slot;
+	// the write loop recycles the stream once it is encoded.
+	releaseLater bool
 	sendHold     bool // the item may stay unflushed (HoldFlush)
 	// hold is set by HoldFlush and applies to the next item: the writing
 	// goroutine sets it without mu and its write takes it under mu
@@ -859,9 +865,48 @@ func (s *Stream) WriteResponse(fields []hpack.HeaderField, b *bufpool.Buffer, tr
 	return s.writeHeadersData(fields, b, false, trailers)
 }
 
-func (s *Stream) writeHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer, end bool, trailers []hpack.HeaderField) (headersSent bool, err error) {
+// WriteResponseAsync is WriteResponse that returns at once, with nil, when
+// another goroutine holds the write role and the windows admit the whole
+// message: that goroutine encodes the response, from copies of fields and
+// trailers, and a Release meanwhile leaves the stream to the write loop
+// rather than wait. The request must have ended (the peer's END_STREAM
+// received), so that the response closes the stream. A failure afterwards
+// is nobody's to hear: the peer sees the stream reset.
+func (s *Stream) WriteResponseAsync(fields []hpack.HeaderField, b *bufpool.Buffer, trailers []hpack.HeaderField) error {
 	c := s.conn
 	c.mu.Lock()
+	n := int64(0)
+	if b != nil {
+		n = int64(b.Len())
+	}
+	if !c.writing || c.closing || s.writer || s.sendAsync || s.sendKind != sendNone || s.err != nil ||
+		s.headersSent || s.endQueued || s.state != stateHalfClosedRemote || s.hold.Load() ||
+		n > s.out.avail() || n > c.outflow.avail() ||
+		c.headerListFitsLocked(fields) != nil || c.headerListFitsLocked(trailers) != nil {
+		_, err := s.writeHeadersDataLocked(fields, b, false, trailers)
+		return err
+	}
+	s.outFields = append(append(s.outFields[:0], fields...), trailers...)
+	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, s.outFields[:len(fields):len(fields)], false
+	s.sendThenData, s.sendBuf, s.sendOff, s.sendDataEnd = true, b, 0, false
+	s.sendTrailers = s.outFields[len(fields):]
+	s.sendHold = false
+	s.endQueued = true
+	s.sendAsync = true
+	c.readyLocked(s)
+	c.mu.Unlock()
+	return nil
+}
+
+func (s *Stream) writeHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer, end bool, trailers []hpack.HeaderField) (headersSent bool, err error) {
+	s.conn.mu.Lock()
+	return s.writeHeadersDataLocked(fields, b, end, trailers)
+}
+
+// writeHeadersDataLocked is writeHeadersData called with mu held; it
+// returns with mu released.
+func (s *Stream) writeHeadersDataLocked(fields []hpack.HeaderField, b *bufpool.Buffer, end bool, trailers []hpack.HeaderField) (headersSent bool, err error) {
+	c := s.conn
 	if s.writer {
 		c.mu.Unlock()
 		if b != nil {
@@ -1071,6 +1116,18 @@ func (s *Stream) Release() {
 		return
 	}
 	c.mu.Lock()
+	if s.sendAsync && s.err == nil && s.sendKind != sendNone && s.endQueued && s.state == stateHalfClosedRemote {
+		// A response WriteResponse left in the slot ends the stream,
+		// whose request has ended: it goes out without a sender to wait
+		// for it, and the stream is recycled once it has (recycleLocked,
+		// from the write loop). Nobody is told of the stream any more.
+		s.releaseLater = true
+		s.resetObj, s.arrival = nil, nil
+		s.recvQ.freeAll(c.ledger())
+		s.dropSinkLocked()
+		c.mu.Unlock()
+		return
+	}
 	if s.sendAsync && s.err == nil {
 		// An item a returned WriteData left in the slot goes out before
 		// the stream is given up, as if that WriteData had waited.
@@ -1088,6 +1145,14 @@ func (s *Stream) Release() {
 	}
 	s.recvQ.freeAll(c.ledger())
 	s.dropSinkLocked()
+	c.recycleLocked(s)
+	c.mu.Unlock()
+}
+
+// recycleLocked puts a released stream in the connection's free list,
+// emptied, when nothing refers to it any more; otherwise it is left to the
+// garbage collector.
+func (c *Conn) recycleLocked(s *Stream) {
 	keep := maxFreeStreams
 	if c.numLocal+c.numPeer == 0 && c.resume == nil {
 		// No idle trim will come (a connection that waits in
@@ -1106,7 +1171,11 @@ func (s *Stream) Release() {
 	reuse := !s.inReady && !s.sendWaiting && !s.recvWaiting && s.sendKind == sendNone && !s.writer &&
 		!c.closing && len(c.freeStreams) < keep
 	if reuse {
-		hdrs, trls, q := s.hdrs[:0], s.trls[:0], s.recvQ.q[:0]
+		hdrs, trls, q, outFields := s.hdrs[:0], s.trls[:0], s.recvQ.q[:0], s.outFields[:0]
+		clear(outFields[:cap(outFields)])
+		if cap(outFields) > maxKeptFields {
+			outFields = nil
+		}
 		if s.trailersOnly {
 			trls = nil // it aliased hdrs
 		}
@@ -1126,9 +1195,8 @@ func (s *Stream) Release() {
 		case <-sendCh:
 		default:
 		}
-		*s = Stream{hdrs: hdrs, trls: trls, recvCh: recvCh, sendCh: sendCh}
+		*s = Stream{hdrs: hdrs, trls: trls, outFields: outFields, recvCh: recvCh, sendCh: sendCh}
 		s.recvQ.q = q
 		c.freeStreams = append(c.freeStreams, s)
 	}
-	c.mu.Unlock()
 }

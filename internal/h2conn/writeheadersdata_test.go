@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -314,6 +315,118 @@ func TestWriteResponseBeyondWindow(t *testing.T) {
 	}
 	s.Release()
 	ss.Release()
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// asyncResponder opens a stream whose request has ended and returns it
+// with the server's side of it, once the server saw the END_STREAM.
+func asyncResponder(t *testing.T, p *pair, got chan *Stream) (client, server *Stream) {
+	t.Helper()
+	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := <-got
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.server.mu.Lock()
+		st := ss.state
+		p.server.mu.Unlock()
+		if st == stateHalfClosedRemote {
+			return s, ss
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server stream in state %v, want half-closed (remote)", st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// WriteResponseAsync returns at once while another goroutine holds the
+// write role, from copies of its fields; Release then does not wait, and
+// the response arrives whole once the role's holder writes, after which
+// the stream is back in the free list.
+func TestWriteResponseAsync(t *testing.T) {
+	g := runtime.NumGoroutine()
+	got := make(chan *Stream, 1)
+	p := newPair(t, Config{}, Config{}, func(*bufpool.Pool) Handler { return HandlerFunc(func(s *Stream) { got <- s }) }, false)
+	s, ss := asyncResponder(t, p, got)
+	giveBack := holdWriteRole(p.server)
+	hdrs := append([]hpack.HeaderField(nil), respFields...)
+	trls := append([]hpack.HeaderField(nil), trailerFields...)
+	done := make(chan error, 1)
+	go func() {
+		done <- ss.WriteResponseAsync(hdrs, p.pool.Copy([]byte("reply")), trls)
+		ss.Release()
+		close(done)
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("WriteResponseAsync: %v", err)
+		}
+		<-done // and Release returned too
+	case <-time.After(5 * time.Second):
+		t.Fatal("WriteResponseAsync or Release waited for the write role's holder")
+	}
+	clear(hdrs) // the engine took copies
+	clear(trls)
+	giveBack()
+	h, _, err := s.RecvHeaders()
+	if err != nil || len(h) == 0 || h[0].Value != "200" {
+		t.Fatalf("RecvHeaders %v %v", h, err)
+	}
+	b, err := s.Recv()
+	if err != nil || string(b.Bytes()) != "reply" {
+		t.Fatalf("Recv %v", err)
+	}
+	b.Free()
+	if _, err := s.Recv(); err != io.EOF {
+		t.Fatalf("Recv end: %v", err)
+	}
+	if tr := s.Trailers(); len(tr) != len(trailerFields) || tr[0] != trailerFields[0] {
+		t.Fatalf("trailers %v, want %v", tr, trailerFields)
+	}
+	p.server.mu.Lock()
+	recycled := slices.Contains(p.server.freeStreams, ss)
+	p.server.mu.Unlock()
+	if !recycled {
+		t.Error("the released stream is not back in the free list once its response went out")
+	}
+	s.Release()
+	p.close(t)
+	checkLeaks(t, p.pool, g)
+}
+
+// The client resets the stream while its released response waits for the
+// write role: the message's buffer is freed, and nothing is sent for it.
+func TestWriteResponseAsyncReset(t *testing.T) {
+	g := runtime.NumGoroutine()
+	got := make(chan *Stream, 1)
+	p := newPair(t, Config{}, Config{}, func(*bufpool.Pool) Handler { return HandlerFunc(func(s *Stream) { got <- s }) }, false)
+	s, ss := asyncResponder(t, p, got)
+	giveBack := holdWriteRole(p.server)
+	if err := ss.WriteResponseAsync(respFields, p.pool.Copy([]byte("reply")), trailerFields); err != nil {
+		t.Fatal(err)
+	}
+	ss.Release()
+	s.Reset(h2frame.ErrCodeCancel)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.server.mu.Lock()
+		failed := ss.err != nil
+		p.server.mu.Unlock()
+		if failed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server never saw the reset")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	giveBack()
+	s.Release()
 	p.close(t)
 	checkLeaks(t, p.pool, g)
 }

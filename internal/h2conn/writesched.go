@@ -291,6 +291,11 @@ func (c *Conn) encodeStreamsLocked(self *Stream, wb *wakeBatch) {
 			progress = progress || p
 			if keep {
 				c.ready.push(s)
+			} else if s.releaseLater && s.sendKind == sendNone {
+				// Released while its response waited (WriteResponseAsync):
+				// it is out now.
+				s.releaseLater = false
+				c.recycleLocked(s)
 			}
 		}
 		if !progress {
