@@ -52,7 +52,7 @@ func encode(pool *bufpool.Pool, codec encoding.CodecV2, msg any, maxSend int, in
 				return nil, nil, status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", size, maxSend)
 			}
 			if inPieces && size >= piecesMin {
-				if p := marshalPieces(pool, m, size, referenceMin); p != nil {
+				if p := marshalPieces(pool, m, size, referenceMin, firstPieceData); p != nil {
 					return nil, p, nil
 				}
 			}

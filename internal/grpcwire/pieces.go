@@ -48,6 +48,10 @@ const piecesMin = 512 << 10
 // rather than copied.
 const referenceMin = 256 << 10
 
+// firstPieceData is how much of the first referenced field is copied into
+// the first piece: the smallest frame a peer may allow (16 KiB).
+const firstPieceData = 16 << 10
+
 // maxReferenced bounds the referenced fields of one message; later large
 // fields are copied.
 const maxReferenced = 8
@@ -76,6 +80,7 @@ type pieces struct {
 	mark      int                            // where the small segment being written begins in scratch
 	nref      int                            // the fields referenced so far
 	min       int                            // referenceMin, or a test's
+	head      int                            // firstPieceData, or a test's
 }
 
 // segment is one piece: scratch[lo:hi], or ref when it is not nil.
@@ -94,12 +99,13 @@ var piecesPool = sync.Pool{New: func() any {
 func (p *pieces) Released() { p.released <- struct{}{} }
 
 // marshalPieces marshals m, whose payload is size bytes (proto.Size), in
-// pieces, referencing its bytes fields of at least min bytes. It returns
+// pieces, referencing its bytes fields of at least min bytes but for the
+// first head bytes of the first one (firstPieceData), which are copied. It returns
 // nil when m has none, has extensions set, or changed while being
 // marshaled (size no longer holds): the caller marshals it whole.
-func marshalPieces(pool *bufpool.Pool, m proto.Message, size, min int) *pieces {
+func marshalPieces(pool *bufpool.Pool, m proto.Message, size, min, head int) *pieces {
 	p := piecesPool.Get().(*pieces)
-	p.min = min
+	p.min, p.head = min, head
 	p.scratch = append(p.scratch[:0], 0, 0, 0, 0, 0) // the prefix, written last
 	ok := p.message(m.ProtoReflect())
 	if ok && len(p.segs) > 0 {
@@ -166,9 +172,22 @@ func (p *pieces) message(m protoreflect.Message) bool {
 					}
 					p.scratch = protowire.AppendTag(p.scratch, fd.Number(), protowire.BytesType)
 					p.scratch = protowire.AppendVarint(p.scratch, uint64(len(b)))
-					p.cut(len(p.scratch))
-					p.segs = append(p.segs, segment{ref: b})
+					if p.nref == 0 {
+						// The first frame carries a frame's worth of the
+						// field behind the prefix, as it would without
+						// pieces: a receiver that sizes its message
+						// buffer from the first frame (ours, Parser.Sink)
+						// does not see a tiny frame and gather the rest
+						// in buffers it must grow.
+						k := min(len(b), p.head)
+						p.scratch = append(p.scratch, b[:k]...)
+						b = b[k:]
+					}
 					p.nref++
+					if len(b) > 0 {
+						p.cut(len(p.scratch))
+						p.segs = append(p.segs, segment{ref: b})
+					}
 					continue
 				}
 			case protoreflect.MessageKind:

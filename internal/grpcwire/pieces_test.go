@@ -73,7 +73,7 @@ func TestPiecesReferenceLargeBytes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			size := proto.Size(c.m)
-			p := marshalPieces(bufpool.Default(), c.m, size, referenceMin)
+			p := marshalPieces(bufpool.Default(), c.m, size, referenceMin, firstPieceData)
 			if p == nil {
 				t.Fatal("no pieces")
 			}
@@ -93,13 +93,13 @@ func TestPiecesReferenceLargeBytes(t *testing.T) {
 
 func TestPiecesNotWorthIt(t *testing.T) {
 	small := &grpc_testing.SimpleResponse{Payload: &grpc_testing.Payload{Body: make([]byte, referenceMin-1)}}
-	if p := marshalPieces(bufpool.Default(), small, proto.Size(small), referenceMin); p != nil {
+	if p := marshalPieces(bufpool.Default(), small, proto.Size(small), referenceMin, firstPieceData); p != nil {
 		p.drop()
 		t.Fatal("pieces for a message with no field of referenceMin bytes")
 	}
 	// A stale size (the message changed after it was measured) falls back.
 	m := &grpc_testing.Payload{Body: make([]byte, 300<<10)}
-	if p := marshalPieces(bufpool.Default(), m, proto.Size(m)-1, referenceMin); p != nil {
+	if p := marshalPieces(bufpool.Default(), m, proto.Size(m)-1, referenceMin, firstPieceData); p != nil {
 		p.drop()
 		t.Fatal("pieces for a message whose size is stale")
 	}
@@ -109,7 +109,7 @@ func TestPiecesNotWorthIt(t *testing.T) {
 // owner: the writer's reference, dropped after its flush.
 func TestPiecesReleased(t *testing.T) {
 	m := &grpc_testing.Payload{Body: make([]byte, 300<<10)}
-	p := marshalPieces(bufpool.Default(), m, proto.Size(m), referenceMin)
+	p := marshalPieces(bufpool.Default(), m, proto.Size(m), referenceMin, firstPieceData)
 	if p == nil || p.refs != 1 {
 		t.Fatal("no wrapped piece")
 	}
@@ -170,7 +170,7 @@ func FuzzPieces(f *testing.F) {
 			return
 		}
 		size := proto.Size(m)
-		p := marshalPieces(bufpool.Default(), m, size, 1+int(min%32))
+		p := marshalPieces(bufpool.Default(), m, size, 1+int(min%32), int(min/32))
 		if p == nil {
 			return
 		}
@@ -204,7 +204,7 @@ func TestPiecesAllocations(t *testing.T) {
 	}
 	size := proto.Size(m)
 	allocs := testing.AllocsPerRun(50, func() {
-		marshalPieces(bufpool.Default(), m, size, referenceMin).drop()
+		marshalPieces(bufpool.Default(), m, size, referenceMin, firstPieceData).drop()
 	})
 	if allocs > 0 {
 		t.Fatalf("%.1f allocations per message in pieces, want 0", allocs)
