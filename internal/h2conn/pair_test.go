@@ -389,71 +389,105 @@ func (c *countConn) count() int {
 	return c.writes
 }
 
+// countedExchange is a client stream whose request ended and the server's
+// side of it, over a pipe whose server end counts its writes, once the
+// server's own SETTINGS, ACKs and WINDOW_UPDATE went out: a test writes a
+// response on ss and compares cc.count() with before.
+type countedExchange struct {
+	pool     *bufpool.Pool
+	cc       *countConn
+	cl, srv  *Conn
+	s, ss    *Stream
+	serveErr chan error
+	g        int
+	before   int
+}
+
+func newCountedExchange(t *testing.T) *countedExchange {
+	t.Helper()
+	x := &countedExchange{g: runtime.NumGoroutine(), pool: bufpool.New(nil), serveErr: make(chan error, 1)}
+	cn, sn := net.Pipe()
+	x.cc = &countConn{Conn: sn}
+	respond := make(chan *Stream, 1)
+	x.srv = NewServerConn(x.cc, Config{Pool: x.pool}, HandlerFunc(func(s *Stream) { respond <- s }))
+	go func() { x.serveErr <- x.srv.Serve() }()
+	var err error
+	if x.cl, err = NewClientConn(cn, Config{Pool: x.pool}); err != nil {
+		t.Fatal(err)
+	}
+	if x.s, err = x.cl.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true}); err != nil {
+		t.Fatal(err)
+	}
+	x.ss = <-respond
+	time.Sleep(20 * time.Millisecond)
+	x.before = x.cc.count()
+	return x
+}
+
+// writes returns how many writes the server made since the exchange began.
+func (x *countedExchange) writes() int { return x.cc.count() - x.before }
+
+// recvResponse reads a 200, the message body (when not empty) and the end.
+func (x *countedExchange) recvResponse(t *testing.T, body string) {
+	t.Helper()
+	h, _, err := x.s.RecvHeaders()
+	if err != nil || len(h) == 0 || h[0].Value != "200" {
+		t.Fatalf("RecvHeaders %v %v", h, err)
+	}
+	if body != "" {
+		b, err := x.s.Recv()
+		if err != nil || string(b.Bytes()) != body {
+			t.Fatalf("Recv %v", err)
+		}
+		b.Free()
+	}
+	if _, err := x.s.Recv(); err != io.EOF {
+		t.Fatalf("Recv end: %v", err)
+	}
+}
+
+// close releases both streams, closes both connections and checks leaks.
+func (x *countedExchange) close(t *testing.T) {
+	t.Helper()
+	x.s.Release()
+	x.ss.Release()
+	x.cl.Close()
+	x.srv.Close()
+	<-x.cl.Done()
+	<-x.srv.Done()
+	<-x.serveErr
+	checkLeaks(t, x.pool, x.g)
+}
+
 // HoldFlush: response headers, message and trailers leave in one write;
 // without it, in three.
 func TestHoldFlushBatchesWrites(t *testing.T) {
 	for _, hold := range []bool{false, true} {
-		g := runtime.NumGoroutine()
-		pool := bufpool.New(nil)
-		cn, sn := net.Pipe()
-		cc := &countConn{Conn: sn}
-		respond := make(chan *Stream, 1)
-		srv := NewServerConn(cc, Config{Pool: pool}, HandlerFunc(func(s *Stream) { respond <- s }))
-		serveErr := make(chan error, 1)
-		go func() { serveErr <- srv.Serve() }()
-		cl, err := NewClientConn(cn, Config{Pool: pool})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := cl.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ss := <-respond
-		// Let the server's own SETTINGS, ACKs and WINDOW_UPDATE go out.
-		time.Sleep(20 * time.Millisecond)
-		before := cc.count()
+		x := newCountedExchange(t)
 		if hold {
-			ss.HoldFlush()
+			x.ss.HoldFlush()
 		}
-		if err := ss.WriteHeaders(respFields, false); err != nil {
+		if err := x.ss.WriteHeaders(respFields, false); err != nil {
 			t.Fatal(err)
 		}
 		if hold {
-			ss.HoldFlush()
+			x.ss.HoldFlush()
 		}
-		if err := ss.WriteData(pool.Copy([]byte("reply")), false); err != nil {
+		if err := x.ss.WriteData(x.pool.Copy([]byte("reply")), false); err != nil {
 			t.Fatal(err)
 		}
-		if err := ss.WriteTrailers(trailerFields); err != nil {
+		if err := x.ss.WriteTrailers(trailerFields); err != nil {
 			t.Fatal(err)
 		}
 		want := 3
 		if hold {
 			want = 1
 		}
-		if n := cc.count() - before; n != want {
+		if n := x.writes(); n != want {
 			t.Errorf("hold=%v: %d writes for headers+data+trailers, want %d", hold, n, want)
 		}
-		if _, _, err := s.RecvHeaders(); err != nil {
-			t.Fatal(err)
-		}
-		b, err := s.Recv()
-		if err != nil || string(b.Bytes()) != "reply" {
-			t.Fatalf("Recv %v", err)
-		}
-		b.Free()
-		if _, err := s.Recv(); err != io.EOF {
-			t.Fatalf("Recv end: %v", err)
-		}
-		s.Release()
-		ss.Release()
-		cl.Close()
-		srv.Close()
-		<-cl.Done()
-		<-srv.Done()
-		<-serveErr
-		checkLeaks(t, pool, g)
+		x.recvResponse(t, "reply")
+		x.close(t)
 	}
 }
 

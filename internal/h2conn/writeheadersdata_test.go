@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"runtime"
 	"slices"
 	"testing"
@@ -16,66 +15,44 @@ import (
 	"github.com/leangrpc/leangrpc/internal/hpack"
 )
 
+// newExchange opens a stream whose request ended on a new pair (the client
+// configured by ccfg) and returns both sides of it, with the goroutine
+// count before, for checkLeaks.
+func newExchange(t *testing.T, ccfg Config) (p *pair, client, server *Stream, goroutines int) {
+	t.Helper()
+	goroutines = runtime.NumGoroutine()
+	got := make(chan *Stream, 1)
+	p = newPair(t, ccfg, Config{}, func(*bufpool.Pool) Handler { return HandlerFunc(func(s *Stream) { got <- s }) }, false)
+	client, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, client, <-got, goroutines
+}
+
 // WriteHeadersData sends the response headers and a message as one item:
 // with HoldFlush, it and the trailers leave in one write; without, in two.
 func TestWriteHeadersDataBatchesWrites(t *testing.T) {
 	for _, hold := range []bool{false, true} {
-		g := runtime.NumGoroutine()
-		pool := bufpool.New(nil)
-		cn, sn := net.Pipe()
-		cc := &countConn{Conn: sn}
-		respond := make(chan *Stream, 1)
-		srv := NewServerConn(cc, Config{Pool: pool}, HandlerFunc(func(s *Stream) { respond <- s }))
-		serveErr := make(chan error, 1)
-		go func() { serveErr <- srv.Serve() }()
-		cl, err := NewClientConn(cn, Config{Pool: pool})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := cl.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ss := <-respond
-		// Let the server's own SETTINGS, ACKs and WINDOW_UPDATE go out.
-		time.Sleep(20 * time.Millisecond)
-		before := cc.count()
+		x := newCountedExchange(t)
 		if hold {
-			ss.HoldFlush()
+			x.ss.HoldFlush()
 		}
-		if sent, err := ss.WriteHeadersData(respFields, pool.Copy([]byte("reply")), false); err != nil || !sent {
+		if sent, err := x.ss.WriteHeadersData(respFields, x.pool.Copy([]byte("reply")), false); err != nil || !sent {
 			t.Fatalf("WriteHeadersData: headers sent %v, %v", sent, err)
 		}
-		if err := ss.WriteTrailers(trailerFields); err != nil {
+		if err := x.ss.WriteTrailers(trailerFields); err != nil {
 			t.Fatal(err)
 		}
 		want := 2
 		if hold {
 			want = 1
 		}
-		if n := cc.count() - before; n != want {
+		if n := x.writes(); n != want {
 			t.Errorf("hold=%v: %d writes for headers+data+trailers, want %d", hold, n, want)
 		}
-		h, _, err := s.RecvHeaders()
-		if err != nil || len(h) == 0 || h[0].Value != "200" {
-			t.Fatalf("RecvHeaders %v %v", h, err)
-		}
-		b, err := s.Recv()
-		if err != nil || string(b.Bytes()) != "reply" {
-			t.Fatalf("Recv %v", err)
-		}
-		b.Free()
-		if _, err := s.Recv(); err != io.EOF {
-			t.Fatalf("Recv end: %v", err)
-		}
-		s.Release()
-		ss.Release()
-		cl.Close()
-		srv.Close()
-		<-cl.Done()
-		<-srv.Done()
-		<-serveErr
-		checkLeaks(t, pool, g)
+		x.recvResponse(t, "reply")
+		x.close(t)
 	}
 }
 
@@ -84,14 +61,7 @@ func TestWriteHeadersDataBatchesWrites(t *testing.T) {
 // the trailers' write waits for the message, which arrives whole as the
 // client reads.
 func TestWriteHeadersDataBeyondWindow(t *testing.T) {
-	g := runtime.NumGoroutine()
-	got := make(chan *Stream, 1)
-	p := newPair(t, Config{InitialStreamWindow: 1 << 16}, Config{}, func(*bufpool.Pool) Handler { return HandlerFunc(func(s *Stream) { got <- s }) }, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss := <-got
+	p, s, ss, g := newExchange(t, Config{InitialStreamWindow: 1 << 16})
 	body := bytes.Repeat([]byte("leangrpc"), 40000) // 320 KB: beyond the stream window
 	wrote := make(chan error, 1)
 	returned := make(chan struct{})
@@ -112,17 +82,9 @@ func TestWriteHeadersDataBeyondWindow(t *testing.T) {
 	if _, _, err := s.RecvHeaders(); err != nil {
 		t.Fatal(err)
 	}
-	var recv []byte
-	for {
-		b, err := s.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("Recv after %d bytes: %v", len(recv), err)
-		}
-		recv = append(recv, b.Bytes()...)
-		b.Free()
+	recv, err := recvAll(s)
+	if err != nil {
+		t.Fatalf("Recv after %d bytes: %v", len(recv), err)
 	}
 	if !bytes.Equal(recv, body) {
 		t.Fatalf("got %d bytes, want %d", len(recv), len(body))
@@ -140,14 +102,7 @@ func TestWriteHeadersDataBeyondWindow(t *testing.T) {
 // write after WriteHeadersData reports it, and the message's buffer is
 // freed.
 func TestWriteHeadersDataResetWhileBlocked(t *testing.T) {
-	g := runtime.NumGoroutine()
-	got := make(chan *Stream, 1)
-	p := newPair(t, Config{InitialStreamWindow: 1 << 16}, Config{}, func(*bufpool.Pool) Handler { return HandlerFunc(func(s *Stream) { got <- s }) }, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss := <-got
+	p, s, ss, g := newExchange(t, Config{InitialStreamWindow: 1 << 16})
 	body := bytes.Repeat([]byte("leangrpc"), 40000)
 	if sent, err := ss.WriteHeadersData(respFields, p.pool.Copy(body), false); err != nil || !sent {
 		t.Fatalf("WriteHeadersData: headers sent %v, %v", sent, err)
@@ -169,14 +124,7 @@ func TestWriteHeadersDataResetWhileBlocked(t *testing.T) {
 // and after the response headers WriteHeadersData fails with
 // ErrTrailersMustEnd; either sends nothing and frees the buffer.
 func TestWriteHeadersDataMisuse(t *testing.T) {
-	g := runtime.NumGoroutine()
-	got := make(chan *Stream, 1)
-	p := newPair(t, Config{MaxHeaderListSize: 1024}, Config{}, func(*bufpool.Pool) Handler { return HandlerFunc(func(s *Stream) { got <- s }) }, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss := <-got
+	p, s, ss, g := newExchange(t, Config{MaxHeaderListSize: 1024})
 	big := append([]hpack.HeaderField{}, respFields...)
 	big = append(big, hpack.HeaderField{Name: "x-big", Value: string(make([]byte, 2048))})
 	var hl *HeaderListTooLargeError
@@ -208,56 +156,18 @@ func TestWriteHeadersDataMisuse(t *testing.T) {
 // one write, and the client reads them in that order.
 func TestWriteResponseOneWrite(t *testing.T) {
 	for _, body := range []string{"reply", ""} {
-		g := runtime.NumGoroutine()
-		pool := bufpool.New(nil)
-		cn, sn := net.Pipe()
-		cc := &countConn{Conn: sn}
-		respond := make(chan *Stream, 1)
-		srv := NewServerConn(cc, Config{Pool: pool}, HandlerFunc(func(s *Stream) { respond <- s }))
-		serveErr := make(chan error, 1)
-		go func() { serveErr <- srv.Serve() }()
-		cl, err := NewClientConn(cn, Config{Pool: pool})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := cl.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ss := <-respond
-		time.Sleep(20 * time.Millisecond) // the server's SETTINGS and ACKs go out
-		before := cc.count()
-		if sent, err := ss.WriteResponse(respFields, pool.Copy([]byte(body)), trailerFields); err != nil || !sent {
+		x := newCountedExchange(t)
+		if sent, err := x.ss.WriteResponse(respFields, x.pool.Copy([]byte(body)), trailerFields); err != nil || !sent {
 			t.Fatalf("WriteResponse: headers sent %v, %v", sent, err)
 		}
-		if n := cc.count() - before; n != 1 {
+		if n := x.writes(); n != 1 {
 			t.Errorf("%d writes for headers, data and trailers, want 1", n)
 		}
-		h, _, err := s.RecvHeaders()
-		if err != nil || len(h) == 0 || h[0].Value != "200" {
-			t.Fatalf("RecvHeaders %v %v", h, err)
-		}
-		if body != "" {
-			b, err := s.Recv()
-			if err != nil || string(b.Bytes()) != body {
-				t.Fatalf("Recv %v", err)
-			}
-			b.Free()
-		}
-		if _, err := s.Recv(); err != io.EOF {
-			t.Fatalf("Recv end: %v", err)
-		}
-		if tr := s.Trailers(); len(tr) != len(trailerFields) || tr[0] != trailerFields[0] {
+		x.recvResponse(t, body)
+		if tr := x.s.Trailers(); len(tr) != len(trailerFields) || tr[0] != trailerFields[0] {
 			t.Fatalf("trailers %v, want %v", tr, trailerFields)
 		}
-		s.Release()
-		ss.Release()
-		cl.Close()
-		srv.Close()
-		<-cl.Done()
-		<-srv.Done()
-		<-serveErr
-		checkLeaks(t, pool, g)
+		x.close(t)
 	}
 }
 
@@ -265,14 +175,7 @@ func TestWriteResponseOneWrite(t *testing.T) {
 // until the whole item, trailers included, is encoded (they are borrowed
 // until then), and the client gets all of it.
 func TestWriteResponseBeyondWindow(t *testing.T) {
-	g := runtime.NumGoroutine()
-	got := make(chan *Stream, 1)
-	p := newPair(t, Config{InitialStreamWindow: 1 << 16}, Config{}, func(*bufpool.Pool) Handler { return HandlerFunc(func(s *Stream) { got <- s }) }, false)
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss := <-got
+	p, s, ss, g := newExchange(t, Config{InitialStreamWindow: 1 << 16})
 	body := bytes.Repeat([]byte("leangrpc"), 40000) // 320 KB: beyond the stream window
 	trailers := append([]hpack.HeaderField(nil), trailerFields...)
 	wrote := make(chan error, 1)
@@ -292,17 +195,9 @@ func TestWriteResponseBeyondWindow(t *testing.T) {
 	if _, _, err := s.RecvHeaders(); err != nil {
 		t.Fatal(err)
 	}
-	var recv []byte
-	for {
-		b, err := s.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("Recv after %d bytes: %v", len(recv), err)
-		}
-		recv = append(recv, b.Bytes()...)
-		b.Free()
+	recv, err := recvAll(s)
+	if err != nil {
+		t.Fatalf("Recv after %d bytes: %v", len(recv), err)
 	}
 	if !bytes.Equal(recv, body) {
 		t.Fatalf("got %d bytes, want %d", len(recv), len(body))
@@ -319,22 +214,18 @@ func TestWriteResponseBeyondWindow(t *testing.T) {
 	checkLeaks(t, p.pool, g)
 }
 
-// asyncResponder opens a stream whose request has ended and returns it
-// with the server's side of it, once the server saw the END_STREAM.
-func asyncResponder(t *testing.T, p *pair, got chan *Stream) (client, server *Stream) {
+// asyncResponder is newExchange that returns once the server saw the
+// request's END_STREAM.
+func asyncResponder(t *testing.T) (p *pair, client, server *Stream, goroutines int) {
 	t.Helper()
-	s, err := p.client.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss := <-got
+	p, client, server, goroutines = newExchange(t, Config{})
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		p.server.mu.Lock()
-		st := ss.state
+		st := server.state
 		p.server.mu.Unlock()
 		if st == stateHalfClosedRemote {
-			return s, ss
+			return p, client, server, goroutines
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("server stream in state %v, want half-closed (remote)", st)
@@ -348,10 +239,7 @@ func asyncResponder(t *testing.T, p *pair, got chan *Stream) (client, server *St
 // the response arrives whole once the role's holder writes, after which
 // the stream is back in the free list.
 func TestWriteResponseAsync(t *testing.T) {
-	g := runtime.NumGoroutine()
-	got := make(chan *Stream, 1)
-	p := newPair(t, Config{}, Config{}, func(*bufpool.Pool) Handler { return HandlerFunc(func(s *Stream) { got <- s }) }, false)
-	s, ss := asyncResponder(t, p, got)
+	p, s, ss, g := asyncResponder(t)
 	giveBack := holdWriteRole(p.server)
 	hdrs := append([]hpack.HeaderField(nil), respFields...)
 	trls := append([]hpack.HeaderField(nil), trailerFields...)
@@ -402,10 +290,7 @@ func TestWriteResponseAsync(t *testing.T) {
 // The client resets the stream while its released response waits for the
 // write role: the message's buffer is freed, and nothing is sent for it.
 func TestWriteResponseAsyncReset(t *testing.T) {
-	g := runtime.NumGoroutine()
-	got := make(chan *Stream, 1)
-	p := newPair(t, Config{}, Config{}, func(*bufpool.Pool) Handler { return HandlerFunc(func(s *Stream) { got <- s }) }, false)
-	s, ss := asyncResponder(t, p, got)
+	p, s, ss, g := asyncResponder(t)
 	giveBack := holdWriteRole(p.server)
 	if err := ss.WriteResponseAsync(respFields, p.pool.Copy([]byte("reply")), trailerFields); err != nil {
 		t.Fatal(err)
