@@ -85,8 +85,9 @@ type ServerStream struct {
 }
 
 // fieldBuf is the scratch a response's header or trailer fields are built
-// in, used until the engine has encoded them (WriteHeaders and
-// WriteTrailers return after that). It comes from fieldBufs for that long
+// in, used until the engine has encoded them (WriteHeaders, WriteTrailers
+// and WriteResponse return after that; WriteResponseAsync copies them). It
+// comes from fieldBufs for that long
 // rather than living in every call's ServerStream: 320 bytes less to
 // allocate, zero and collect per call (the garbage collector's work is a
 // visible part of a single call's CPU).

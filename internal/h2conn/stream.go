@@ -1117,10 +1117,11 @@ func (s *Stream) Release() {
 	}
 	c.mu.Lock()
 	if s.sendAsync && s.err == nil && s.sendKind != sendNone && s.endQueued && s.state == stateHalfClosedRemote {
-		// A response WriteResponse left in the slot ends the stream,
-		// whose request has ended: it goes out without a sender to wait
-		// for it, and the stream is recycled once it has (recycleLocked,
-		// from the write loop). Nobody is told of the stream any more.
+		// An item left in the slot (WriteResponseAsync's) ends the
+		// stream, whose request has ended: it goes out without a sender
+		// to wait for it, and the stream is recycled once it has
+		// (recycleLocked, from the write loop). Nobody is told of the
+		// stream any more.
 		s.releaseLater = true
 		s.resetObj, s.arrival = nil, nil
 		s.recvQ.freeAll(c.ledger())
@@ -1172,10 +1173,10 @@ func (c *Conn) recycleLocked(s *Stream) {
 		!c.closing && len(c.freeStreams) < keep
 	if reuse {
 		hdrs, trls, q, outFields := s.hdrs[:0], s.trls[:0], s.recvQ.q[:0], s.outFields[:0]
-		clear(outFields[:cap(outFields)])
 		if cap(outFields) > maxKeptFields {
 			outFields = nil
 		}
+		clear(outFields[:cap(outFields)])
 		if s.trailersOnly {
 			trls = nil // it aliased hdrs
 		}

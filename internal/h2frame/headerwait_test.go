@@ -1,8 +1,6 @@
 package h2frame
 
 import (
-	"io"
-	"strings"
 	"testing"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
@@ -56,33 +54,13 @@ func TestHeaderSourceParksInsideHeader(t *testing.T) {
 	}}}
 	pool := bufpool.New(nil)
 	r := NewReader(src, ReaderConfig{Pool: pool})
-	var got []string
-	for {
-		f, err := r.ReadFrame()
-		if err == io.EOF {
-			break
+	got := readPings(t, r, pool, func() {
+		if r.Buffered() != 0 {
+			t.Errorf("Buffered = %d while the source keeps the header's bytes", r.Buffered())
 		}
-		switch {
-		case err == ErrWouldBlock:
-			got = append(got, "block")
-			if r.HoldsReadBuffer() || r.frames != nil || pool.Outstanding() != 0 {
-				t.Errorf("gave up inside a header holding a read buffer %v, scratch %v, outstanding %d", r.HoldsReadBuffer(), r.frames != nil, pool.Outstanding())
-			}
-			if r.Buffered() != 0 {
-				t.Errorf("Buffered = %d while the source keeps the header's bytes", r.Buffered())
-			}
-		case err != nil:
-			t.Fatal(err)
-		default:
-			pf, ok := f.(*PingFrame)
-			if !ok || string(pf.Data[:]) != "12345678" {
-				t.Fatalf("read %v, want the PING", f)
-			}
-			got = append(got, f.Header().Type.String())
-		}
-	}
-	if g, want := strings.Join(got, " "), "block block block PING block PING"; g != want {
-		t.Errorf("read %q, want %q", g, want)
+	})
+	if want := "block block block PING block PING"; got != want {
+		t.Errorf("read %q, want %q", got, want)
 	}
 	if g, want := src.parks, []int{3, 5, 8}; len(g) != len(want) || g[0] != want[0] || g[1] != want[1] || g[2] != want[2] {
 		t.Errorf("parked with %v header bytes, want %v", g, want)

@@ -266,18 +266,17 @@ func (c *readyChunks) NextBuffer(pool *bufpool.Pool, size int) (*bufpool.Buffer,
 	return pool.Copy(ch), nil
 }
 
-// TestSourceWouldBlock checks that ReadFrame returns the source's
-// ErrWouldBlock, holding nothing then, and goes on at the next call.
-func TestSourceWouldBlock(t *testing.T) {
-	ping := frameBytes(TypePing, 0, 0, []byte("12345678"))
-	src := &readyChunks{chunks: [][]byte{nil, ping, nil, nil, ping}}
-	pool := bufpool.New(nil)
-	r := NewReader(src, ReaderConfig{Pool: pool})
+// readPings reads r to its end and returns what each ReadFrame gave:
+// "block" for ErrWouldBlock, after checking that the Reader then holds no
+// read buffer, scratch or pooled buffer (and calling onBlock, if not nil,
+// for checks of the caller's), or "PING" for a PING carrying "12345678".
+func readPings(t *testing.T, r *Reader, pool *bufpool.Pool, onBlock func()) string {
+	t.Helper()
 	var got []string
 	for {
 		f, err := r.ReadFrame()
 		if err == io.EOF {
-			break
+			return strings.Join(got, " ")
 		}
 		switch {
 		case err == ErrWouldBlock:
@@ -285,13 +284,29 @@ func TestSourceWouldBlock(t *testing.T) {
 			if r.HoldsReadBuffer() || r.frames != nil || pool.Outstanding() != 0 {
 				t.Errorf("gave up holding a read buffer %v, scratch %v, outstanding %d", r.HoldsReadBuffer(), r.frames != nil, pool.Outstanding())
 			}
+			if onBlock != nil {
+				onBlock()
+			}
 		case err != nil:
 			t.Fatal(err)
 		default:
+			pf, ok := f.(*PingFrame)
+			if !ok || string(pf.Data[:]) != "12345678" {
+				t.Fatalf("read %v, want the PING", f)
+			}
 			got = append(got, f.Header().Type.String())
 		}
 	}
-	if g, want := strings.Join(got, " "), "block PING block block PING"; g != want {
+}
+
+// TestSourceWouldBlock checks that ReadFrame returns the source's
+// ErrWouldBlock, holding nothing then, and goes on at the next call.
+func TestSourceWouldBlock(t *testing.T) {
+	ping := frameBytes(TypePing, 0, 0, []byte("12345678"))
+	src := &readyChunks{chunks: [][]byte{nil, ping, nil, nil, ping}}
+	pool := bufpool.New(nil)
+	r := NewReader(src, ReaderConfig{Pool: pool})
+	if g, want := readPings(t, r, pool, nil), "block PING block block PING"; g != want {
 		t.Errorf("read %q, want %q", g, want)
 	}
 	r.Close()
