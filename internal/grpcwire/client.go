@@ -207,7 +207,7 @@ func (s *ClientStream) SendMsgSized(m any, last bool) (MsgSize, error) {
 	if pc != nil {
 		err = pc.send(s.st, last)
 	} else {
-		err = s.st.WriteData(b, last) // takes ownership of b
+		err = s.st.Send(h2conn.DataItem(b, last)) // takes ownership of b
 	}
 	if err != nil {
 		if err == h2conn.ErrConcurrentWrite {
@@ -221,7 +221,7 @@ func (s *ClientStream) SendMsgSized(m any, last bool) (MsgSize, error) {
 // CloseSend half-closes the request.
 func (s *ClientStream) CloseSend() error {
 	if !s.canceled() {
-		s.st.CloseSend()
+		s.st.Send(h2conn.DataItem(nil, true))
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ import (
 var protoCodec = encoding.GetCodecV2("proto")
 
 // EncodeBuffer marshals msg into one pooled buffer holding the 5-byte
-// prefix and the payload, ready for h2conn.Stream.WriteData. It returns an
+// prefix and the payload, ready for h2conn.DataItem. It returns an
 // owned buffer. With grpc-go's proto codec the message is marshaled in place
 // (no copy); with another codec its output is copied once behind the
 // prefix. A payload over maxSend (0: unlimited) is ResourceExhausted.

@@ -308,7 +308,7 @@ func (p *pieces) send(st *h2conn.Stream, end bool) error {
 			b.Free()
 			continue
 		}
-		err = st.WriteData(b, end && i == len(p.bufs)-1) // takes ownership of b
+		err = st.Send(h2conn.DataItem(b, end && i == len(p.bufs)-1)) // takes ownership of b
 	}
 	p.drop()
 	return err

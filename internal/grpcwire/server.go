@@ -80,13 +80,13 @@ type ServerStream struct {
 	comp *sendCompression
 	// last is SendLastMsg's message, left for finish to send with the
 	// response headers and the trailers as one item of the stream
-	// (h2conn.Stream.WriteResponse): headerSent is set meanwhile.
+	// (h2conn.ResponseItem): headerSent is set meanwhile.
 	last *bufpool.Buffer
 }
 
 // fieldBuf is the scratch a response's header or trailer fields are built
-// in, used until the engine has encoded them (WriteHeaders, WriteTrailers
-// and WriteResponse return after that; WriteResponseAsync copies them). It
+// in, used until the engine has encoded them (Send returns after that, or
+// has the engine copy them when it returns earlier). It
 // comes from fieldBufs for that long
 // rather than living in every call's ServerStream: 320 bytes less to
 // allocate, zero and collect per call (the garbage collector's work is a
@@ -294,7 +294,7 @@ func (s *ServerStream) sendHeaderLocked() error {
 		enc = s.comp.name
 	}
 	fields := AppendResponseHeaders(fb[:0], s.Req.ContentSubtype, enc, s.header)
-	err := s.st.WriteHeaders(fields, false)
+	err := s.st.Send(h2conn.HeadersItem(fields, false))
 	clear(fb[:])
 	fieldBufs.Put(fb)
 	if err != nil {
@@ -307,8 +307,8 @@ func (s *ServerStream) sendHeaderLocked() error {
 }
 
 // sendHeaderDataLocked sends the response headers and b, a message, as
-// one item (h2conn.Stream.WriteHeadersData), held for the trailers when
-// last; it takes ownership of b. sent says whether the headers went out.
+// one item (h2conn.HeadersDataItem), held for the trailers when last; it
+// takes ownership of b. sent says whether the headers went out.
 func (s *ServerStream) sendHeaderDataLocked(b *bufpool.Buffer, last bool) (sent bool, err error) {
 	s.headerSent = true
 	fb := fieldBufs.Get().(*fieldBuf)
@@ -317,13 +317,13 @@ func (s *ServerStream) sendHeaderDataLocked(b *bufpool.Buffer, last bool) (sent 
 		enc = s.comp.name
 	}
 	fields := AppendResponseHeaders(fb[:0], s.Req.ContentSubtype, enc, s.header)
-	if last {
-		s.st.HoldFlush() // Finish follows at once
-	}
-	sent, err = s.st.WriteHeadersData(fields, b, false) // takes ownership of b
+	it := h2conn.HeadersDataItem(fields, b, false) // takes ownership of b
+	it.Hold = last                                 // Finish follows at once
+	err = s.st.Send(it)
 	clear(fb[:])
 	fieldBufs.Put(fb)
 	if err != nil {
+		sent = s.st.HeadersSent()
 		if e := s.headerListErr(err); e != nil {
 			return false, e
 		}
@@ -440,10 +440,9 @@ func (s *ServerStream) sendMsg(m any, last bool) (n MsgSize, sentHeader bool, er
 		return n, true, nil
 	}
 	s.mu.Unlock()
-	if last {
-		s.st.HoldFlush() // Finish follows at once
-	}
-	err = s.st.WriteData(b, false) // takes ownership of b
+	it := h2conn.DataItem(b, false) // takes ownership of b
+	it.Hold = last                  // Finish follows at once
+	err = s.st.Send(it)
 	s.leave(false)
 	if err != nil {
 		return MsgSize{}, sentHeader, s.statusError(err)
@@ -691,15 +690,17 @@ func (s *ServerStream) finish(st *status.Status, httpStatus int) (sentHeader, se
 		// The request has ended, so nothing follows the response: when
 		// another goroutine is writing, it sends it without this one
 		// waiting, and the stream's release waits for it instead.
-		err = s.st.WriteResponseAsync(hfields, resp, fields) // takes ownership of resp
+		it := h2conn.ResponseItem(hfields, resp, fields) // takes ownership of resp
+		it.Return = h2conn.ReturnHandedOver
+		err = s.st.Send(it)
 		clear(hb[:])
 		fieldBufs.Put(hb)
 	case resp != nil:
-		_, err = s.st.WriteResponse(hfields, resp, fields) // takes ownership of resp
+		err = s.st.Send(h2conn.ResponseItem(hfields, resp, fields)) // takes ownership of resp
 		clear(hb[:])
 		fieldBufs.Put(hb)
 	default:
-		err = s.st.WriteTrailers(fields)
+		err = s.st.Send(h2conn.TrailersItem(fields))
 	}
 	clear(fb[:])
 	fieldBufs.Put(fb)
@@ -749,7 +750,7 @@ func RejectStream(st *h2conn.Stream, req *Request, rej *Reject) {
 	}
 	var buf [6]hpack.HeaderField
 	fields := AppendTrailers(buf[:0], true, rej.HTTPStatus, req.ContentSubtype, rej.Status, nil)
-	if err := st.WriteTrailers(fields); err == nil {
+	if err := st.Send(h2conn.TrailersItem(fields)); err == nil {
 		select {
 		case <-st.Done():
 		default:
@@ -787,16 +788,17 @@ func rejectPlain(st *h2conn.Stream, rej *Reject) {
 		hpack.HeaderField{Name: "x-content-type-options", Value: "nosniff"},
 	)
 	fields = AppendStatus(fields, rej.Status)
-	st.HoldFlush() // the body follows at once
-	if err := st.WriteHeaders(fields, false); err != nil {
+	it := h2conn.HeadersItem(fields, false)
+	it.Hold = true // the body follows at once
+	if err := st.Send(it); err != nil {
 		return
 	}
 	b := bufpool.Default().Copy([]byte(rej.Status.Message() + "\n"))
-	if err := st.WriteData(b, false); err != nil { // takes ownership of b
+	if err := st.Send(h2conn.DataItem(b, false)); err != nil { // takes ownership of b
 		return
 	}
 	var once sync.Once
-	end := func() { once.Do(func() { st.CloseSend() }) }
+	end := func() { once.Do(func() { st.Send(h2conn.DataItem(nil, true)) }) }
 	t := time.AfterFunc(rejectDrainTimeout, end)
 	n := 0
 	for n <= rejectDrainBytes {

@@ -23,7 +23,6 @@ import (
 	"github.com/leangrpc/leangrpc/internal/budget"
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
-	"github.com/leangrpc/leangrpc/internal/hpack"
 )
 
 // Role says which end of the connection the engine plays.
@@ -205,13 +204,13 @@ type StreamOptions struct {
 	EndStream bool
 	// Unary marks a unary call, whose caller writes one message and then
 	// waits for the response: the HEADERS may wait in the connection's
-	// write buffer for that message (see HoldFlush), so that the request
+	// write buffer for that message (SendItem.Hold), so that the request
 	// leaves in one write, and the request's last flush may wait for the
 	// response from inside the flush (reader.go).
 	Unary bool
 	// Canceled, when not nil, is closed when the call is canceled. With
 	// WatchCanceled the stream's blocking calls (the waits of RecvHeaders,
-	// Recv, RecvInto, WriteHeaders, WriteData and Release) watch it: the
+	// Recv, RecvInto, Send and Release) watch it: the
 	// waiting call resets the stream with CANCEL, as Reset does, and
 	// returns the reset's error. That is context.AfterFunc's work without
 	// its allocations, for a caller that always waits in one of these
@@ -288,25 +287,14 @@ func (c *Conn) StreamActivity() (active int, nextID uint32) {
 }
 
 // Stream methods. A Stream is used by at most one goroutine receiving
-// (RecvHeaders, Recv) and one sending (WriteHeaders, WriteData,
-// WriteTrailers, CloseSend) at a time; Reset, Done and ID may be called
-// from any goroutine.
+// (RecvHeaders, Recv, RecvInto) and one sending (Send) at a time; Reset,
+// Done and ID may be called from any goroutine.
 
 // ID returns the stream identifier.
 func (s *Stream) ID() uint32 { return s.id }
 
 // Conn returns the connection the stream belongs to.
 func (s *Stream) Conn() *Conn { return s.conn }
-
-// WriteTrailers sends fields as trailers, ending the stream. It is
-// WriteHeaders(fields, true).
-func (s *Stream) WriteTrailers(fields []hpack.HeaderField) error {
-	return s.WriteHeaders(fields, true)
-}
-
-// CloseSend half-closes the sending side with an empty DATA frame carrying
-// END_STREAM. It is WriteData(nil, true).
-func (s *Stream) CloseSend() error { return s.WriteData(nil, true) }
 
 // Initiator says who caused an error, which decides what goes on the wire.
 type Initiator uint8

@@ -91,13 +91,13 @@ func TestBDPGrowsWindowOnLatency(t *testing.T) {
 	const window = 64 << 10
 	srv := NewServerConn(sn, Config{Pool: pool}, HandlerFunc(func(s *Stream) {
 		go func() {
-			s.WriteHeaders(respFields, false)
+			s.Send(HeadersItem(respFields, false))
 			for range 64 {
-				if s.WriteData(pool.Get(32<<10), false) != nil {
+				if s.Send(DataItem(pool.Get(32<<10), false)) != nil {
 					return
 				}
 			}
-			s.WriteTrailers(trailerFields)
+			s.Send(TrailersItem(trailerFields))
 		}()
 	}))
 	serveErr := make(chan error, 1)

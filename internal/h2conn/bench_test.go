@@ -28,17 +28,11 @@ func unaryHandler(pool *bufpool.Pool, hold bool) Handler {
 					b.Free()
 				}
 			}
-			if hold {
-				s.HoldFlush()
-			}
-			s.WriteHeaders(respFields, false)
+			s.Send(holding(HeadersItem(respFields, false), hold))
 			if in != nil {
-				if hold {
-					s.HoldFlush()
-				}
-				s.WriteData(in, false)
+				s.Send(holding(DataItem(in, false), hold))
 			}
-			s.WriteTrailers(trailerFields)
+			s.Send(TrailersItem(trailerFields))
 			s.Release()
 		}()
 	})
@@ -51,7 +45,7 @@ func unaryCall(tb testing.TB, c *Conn, pool *bufpool.Pool, payload []byte, hold 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := s.WriteData(pool.Copy(payload), true); err != nil {
+	if err := s.Send(DataItem(pool.Copy(payload), true)); err != nil {
 		tb.Fatal(err)
 	}
 	if _, _, err := s.RecvHeaders(); err != nil {
@@ -114,20 +108,4 @@ func BenchmarkConnParallel(b *testing.B) {
 			unaryCall(b, p.client, p.pool, payload, true)
 		}
 	})
-}
-
-// BenchmarkHoldFlush is the cost of HoldFlush on its own, an uncontended
-// lock round trip: what a write variant that holds in the same lock would
-// save (a unary answer holds twice).
-func BenchmarkHoldFlush(b *testing.B) {
-	p := newPair(b, Config{}, Config{}, func(pool *bufpool.Pool) Handler { return unaryHandler(pool, true) }, false)
-	defer p.close(b)
-	s, err := p.client.NewStream(context.Background(), benchReq, StreamOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Release()
-	for b.Loop() {
-		s.HoldFlush()
-	}
 }

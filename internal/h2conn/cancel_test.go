@@ -21,7 +21,7 @@ func TestWatchCanceled(t *testing.T) {
 			go func() {
 				if s.Headers()[2].Value == "/respond" {
 					// Headers, then nothing: the client waits in Recv.
-					s.WriteHeaders([]hpack.HeaderField{{Name: ":status", Value: "200"}}, false)
+					s.Send(HeadersItem([]hpack.HeaderField{{Name: ":status", Value: "200"}}, false))
 				}
 				<-s.Done()
 				serverSaw <- s.Err()
@@ -56,7 +56,7 @@ func TestWatchCanceled(t *testing.T) {
 		}},
 		{"WriteData", "/silent", func(s *Stream) error {
 			// More than the 1 KiB window: the write waits for WINDOW_UPDATE.
-			return s.WriteData(p.pool.Copy(make([]byte, 4<<10)), false)
+			return s.Send(DataItem(p.pool.Copy(make([]byte, 4<<10)), false))
 		}},
 	} {
 		var s *Stream

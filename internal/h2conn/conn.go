@@ -829,7 +829,7 @@ func (c *Conn) onWindowUpdate(f *h2frame.WindowUpdateFrame) *Error {
 		c.mu.Lock()
 		return cerr
 	}
-	if s.sendKind != sendNone {
+	if s.slot.pending() {
 		c.readyLocked(s)
 	}
 	return nil

@@ -119,9 +119,9 @@ func TestServerRespondsBeforeRequestEnds(t *testing.T) {
 	h := func(pool *bufpool.Pool) Handler {
 		return HandlerFunc(func(s *Stream) {
 			go func() {
-				s.WriteHeaders(respFields, false)
-				s.WriteData(pool.Copy([]byte("early")), false)
-				s.WriteTrailers(trailerFields)
+				s.Send(HeadersItem(respFields, false))
+				s.Send(DataItem(pool.Copy([]byte("early")), false))
+				s.Send(TrailersItem(trailerFields))
 			}()
 		})
 	}
@@ -171,7 +171,7 @@ func TestExpectMessage(t *testing.T) {
 	ss := <-got
 	ss.ExpectMessage(1 << 20)
 	sent := make(chan error, 1)
-	go func() { sent <- s.WriteData(p.pool.Get(1<<20), true) }()
+	go func() { sent <- s.Send(DataItem(p.pool.Get(1<<20), true)) }()
 	select {
 	case err := <-sent:
 		if err != nil {
@@ -228,7 +228,7 @@ func TestNoHeadOfLineBlocking(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.WriteData(p.pool.Get(1<<20), true) // blocks on the windows; fails at Close
+			s.Send(DataItem(p.pool.Get(1<<20), true)) // blocks on the windows; fails at Close
 		}()
 	}
 	time.Sleep(50 * time.Millisecond)

@@ -165,10 +165,10 @@ func (s *trivialServer) handle(st *h2conn.Stream) {
 			}
 			b.Free() // Recv returned an owned buffer
 		}
-		if err := st.WriteHeaders(h2test.Fields(":status", "200", "content-type", "text/plain"), false); err != nil {
+		if err := st.Send(h2conn.HeadersItem(h2test.Fields(":status", "200", "content-type", "text/plain"), false)); err != nil {
 			return
 		}
-		st.WriteData(s.pool.Copy(trivialBody), true) // takes ownership
+		st.Send(h2conn.DataItem(s.pool.Copy(trivialBody), true)) // takes ownership
 	})
 }
 

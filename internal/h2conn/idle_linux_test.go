@@ -198,7 +198,7 @@ func TestIdleWithOpenStreamsHoldsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A message each way, so that both readers see both streams.
-		if err := s.WriteData(p.pool.Copy([]byte("hello")), false); err != nil {
+		if err := s.Send(DataItem(p.pool.Copy([]byte("hello")), false)); err != nil {
 			t.Fatal(err)
 		}
 		streams = append(streams, s)
@@ -222,7 +222,7 @@ func TestIdleWithOpenStreamsHoldsNothing(t *testing.T) {
 	}
 	// And they come back: the requests end, the echoes arrive.
 	for _, s := range streams {
-		if err := s.WriteData(p.pool.Copy([]byte("!")), true); err != nil {
+		if err := s.Send(DataItem(p.pool.Copy([]byte("!")), true)); err != nil {
 			t.Fatal(err)
 		}
 		if got := recvEcho(t, s); string(got) != "hello!" {

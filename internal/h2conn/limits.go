@@ -16,8 +16,8 @@ import "time"
 // read hold about one frame each. Giving the connection window back only
 // as payloads are read would bound this by the connection window, but a
 // stream that reads would then starve behind streams that do not
-// (TestNoHeadOfLineBlocking). Send side: WriteData blocks the caller, so
-// each stream holds at most the one buffer it was given.
+// (TestNoHeadOfLineBlocking). Send side: a stream's slot holds one item
+// (sendslot.go), so each stream holds at most the one buffer it was given.
 const (
 	// DefaultMaxConcurrentStreams: our SETTINGS_MAX_CONCURRENT_STREAMS.
 	// RFC 9113 §6.5.2 recommends no less than 100; each stream may pin a

@@ -16,7 +16,7 @@ import (
 
 // LockSite is where an acquisition came from: the connection's role, the
 // outermost h2conn function of the acquiring goroutine's stack (the step
-// of the call, such as (*Stream).WriteData, or the reader's loop), and the
+// of the call, such as (*Stream).Send, or the reader's loop), and the
 // function of the layer above that called it (runtime.goexit on the
 // engine's own goroutines), and the function that took the lock.
 type LockSite struct {

@@ -42,15 +42,15 @@ func echoHandler(t testing.TB, pool *bufpool.Pool) Handler {
 			if err != nil {
 				return
 			}
-			if err := s.WriteHeaders(respFields, false); err != nil {
+			if err := s.Send(HeadersItem(respFields, false)); err != nil {
 				return
 			}
 			if len(got) > 0 {
-				if err := s.WriteData(pool.Copy(got), false); err != nil {
+				if err := s.Send(DataItem(pool.Copy(got), false)); err != nil {
 					return
 				}
 			}
-			s.WriteTrailers(trailerFields)
+			s.Send(TrailersItem(trailerFields))
 		}()
 	})
 }
@@ -129,7 +129,7 @@ func echoExchange(t testing.TB, c *Conn, pool *bufpool.Pool, payload []byte) (*S
 	if err != nil {
 		t.Fatalf("NewStream: %v", err)
 	}
-	if err := s.WriteData(pool.Copy(payload), true); err != nil {
+	if err := s.Send(DataItem(pool.Copy(payload), true)); err != nil {
 		t.Fatalf("WriteData: %v", err)
 	}
 	return s, recvEcho(t, s)
@@ -273,7 +273,7 @@ func TestResetByClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WriteData(p.pool.Copy([]byte("hello")), false); err != nil {
+	if err := s.Send(DataItem(p.pool.Copy([]byte("hello")), false)); err != nil {
 		t.Fatal(err)
 	}
 	s.Reset(h2frame.ErrCodeCancel)
@@ -285,7 +285,7 @@ func TestResetByClient(t *testing.T) {
 	if _, err := s.Recv(); !errors.As(err, &e) || e.Initiator != InitiatorUser {
 		t.Fatalf("client Recv after Reset = %v", err)
 	}
-	if err := s.WriteData(nil, true); err == nil {
+	if err := s.Send(DataItem(nil, true)); err == nil {
 		t.Fatal("WriteData after Reset succeeded")
 	}
 	s.Release()
@@ -459,24 +459,18 @@ func (x *countedExchange) close(t *testing.T) {
 	checkLeaks(t, x.pool, x.g)
 }
 
-// HoldFlush: response headers, message and trailers leave in one write;
-// without it, in three.
-func TestHoldFlushBatchesWrites(t *testing.T) {
+// SendItem.Hold: response headers, message and trailers leave in one
+// write; without it, in three.
+func TestHoldBatchesWrites(t *testing.T) {
 	for _, hold := range []bool{false, true} {
 		x := newCountedExchange(t)
-		if hold {
-			x.ss.HoldFlush()
-		}
-		if err := x.ss.WriteHeaders(respFields, false); err != nil {
+		if err := x.ss.Send(holding(HeadersItem(respFields, false), hold)); err != nil {
 			t.Fatal(err)
 		}
-		if hold {
-			x.ss.HoldFlush()
-		}
-		if err := x.ss.WriteData(x.pool.Copy([]byte("reply")), false); err != nil {
+		if err := x.ss.Send(holding(DataItem(x.pool.Copy([]byte("reply")), false), hold)); err != nil {
 			t.Fatal(err)
 		}
-		if err := x.ss.WriteTrailers(trailerFields); err != nil {
+		if err := x.ss.Send(TrailersItem(trailerFields)); err != nil {
 			t.Fatal(err)
 		}
 		want := 3
@@ -502,16 +496,16 @@ func TestMisuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	ss := <-got
-	if err := ss.WriteData(p.pool.Copy([]byte("x")), false); !errors.Is(err, ErrHeadersNotSent) {
+	if err := ss.Send(DataItem(p.pool.Copy([]byte("x")), false)); !errors.Is(err, ErrHeadersNotSent) {
 		t.Errorf("DATA before HEADERS: %v", err)
 	}
-	if err := s.WriteData(p.pool.Copy([]byte("x")), false); !errors.Is(err, ErrSendClosed) {
+	if err := s.Send(DataItem(p.pool.Copy([]byte("x")), false)); !errors.Is(err, ErrSendClosed) {
 		t.Errorf("DATA after END_STREAM: %v", err)
 	}
-	if err := ss.WriteHeaders(respFields, false); err != nil {
+	if err := ss.Send(HeadersItem(respFields, false)); err != nil {
 		t.Fatal(err)
 	}
-	if err := ss.WriteHeaders(respFields, false); !errors.Is(err, ErrTrailersMustEnd) {
+	if err := ss.Send(HeadersItem(respFields, false)); !errors.Is(err, ErrTrailersMustEnd) {
 		t.Errorf("second HEADERS without END_STREAM: %v", err)
 	}
 	if _, _, err := ss.RecvHeaders(); !errors.Is(err, ErrWrongRole) {
@@ -520,7 +514,7 @@ func TestMisuse(t *testing.T) {
 	if _, err := p.server.NewStream(context.Background(), reqFields("/x"), StreamOptions{EndStream: true}); !errors.Is(err, ErrWrongRole) {
 		t.Errorf("NewStream on a server: %v", err)
 	}
-	if err := ss.WriteTrailers(trailerFields); err != nil {
+	if err := ss.Send(TrailersItem(trailerFields)); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.RecvHeaders(); err != nil {

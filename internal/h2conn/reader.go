@@ -772,7 +772,7 @@ type flushReadSource interface {
 //     is complete, on a lone connection whose role is offered: its caller
 //     is about to wait for the response and read it itself. Always safe:
 //     the response comes after the wait began. Not for streaming calls,
-//     whose CloseSend would wait for an answer the caller may not want yet.
+//     whose half-close would wait for an answer the caller may not want yet.
 //   - on a server, when self is the unary call whose handler the reader
 //     runs (roleOfferedInline) and its response is complete: the reader is
 //     about to wait for the next request. Bytes that came during the
@@ -785,7 +785,7 @@ type flushReadSource interface {
 // Not while offers are paused, nor when a goroutine is parked waiting for
 // frames or self's call is being canceled.
 func (c *Conn) flushWaitKindLocked(self *Stream, v roleWord) (uint32, bool) {
-	if self == nil || self.sendKind != sendNone || c.closing || c.parked != 0 || c.noOfferLeft != 0 || self.canceled() {
+	if self == nil || self.slot.pending() || c.closing || c.parked != 0 || c.noOfferLeft != 0 || self.canceled() {
 		return 0, false
 	}
 	unaryRequestSent := self.local && self.unary && self.state == stateHalfClosedLocal

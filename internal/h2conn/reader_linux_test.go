@@ -110,7 +110,7 @@ func inlineFlushWaitLosesEdge(t *testing.T) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.WriteData(pool.Copy([]byte("A")), true); err != nil {
+	if err := a.Send(DataItem(pool.Copy([]byte("A")), true)); err != nil {
 		t.Fatal(err)
 	}
 	<-started // A's handler runs on the server's reader, its role offered
@@ -118,7 +118,7 @@ func inlineFlushWaitLosesEdge(t *testing.T) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.WriteData(pool.Copy([]byte("B")), true); err != nil {
+	if err := b.Send(DataItem(pool.Copy([]byte("B")), true)); err != nil {
 		t.Fatal(err)
 	}
 	// B's request is in the server's socket, or a reader goroutine the
@@ -174,10 +174,10 @@ func slowEchoHandler(pool *bufpool.Pool) Handler {
 			if string(got) == "slow" {
 				time.Sleep(5 * time.Millisecond)
 			}
-			if s.WriteHeaders(respFields, false) != nil || s.WriteData(pool.Copy(got), false) != nil {
+			if s.Send(HeadersItem(respFields, false)) != nil || s.Send(DataItem(pool.Copy(got), false)) != nil {
 				return
 			}
-			s.WriteTrailers(trailerFields)
+			s.Send(TrailersItem(trailerFields))
 		}()
 	})
 }

@@ -85,15 +85,13 @@ func inlineEchoHandler(pool *bufpool.Pool, started, release chan struct{}) Handl
 				<-release
 			}
 			// One flush for the response, as grpcwire's unary answer.
-			s.HoldFlush()
-			if err := s.WriteHeaders(respFields, false); err != nil {
+			if err := s.Send(holding(HeadersItem(respFields, false), true)); err != nil {
 				return
 			}
-			s.HoldFlush()
-			if err := s.WriteData(pool.Copy(got), false); err != nil {
+			if err := s.Send(holding(DataItem(pool.Copy(got), false), true)); err != nil {
 				return
 			}
-			s.WriteTrailers(trailerFields)
+			s.Send(TrailersItem(trailerFields))
 		}
 		if !s.RunInline(inlineFunc(fn)) {
 			go fn()

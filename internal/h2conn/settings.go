@@ -93,7 +93,7 @@ func (c *Conn) applySettingLocked(st h2frame.Setting) *Error {
 			if !s.out.add(delta) {
 				return connErr(h2frame.ErrCodeFlowControl, "settings_window_overflow")
 			}
-			if delta > 0 && s.sendKind != sendNone && !s.inReady {
+			if delta > 0 && s.slot.pending() && !s.inReady {
 				c.readyLocked(s)
 			}
 		}

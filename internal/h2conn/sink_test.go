@@ -18,9 +18,9 @@ func TestTrailersEndSinkRegistration(t *testing.T) {
 	h := func(pool *bufpool.Pool) Handler {
 		return HandlerFunc(func(s *Stream) {
 			go func() {
-				s.WriteHeaders(respFields, false)
-				s.WriteData(pool.Copy(make([]byte, 100)), false)
-				s.WriteTrailers(trailerFields)
+				s.Send(HeadersItem(respFields, false))
+				s.Send(DataItem(pool.Copy(make([]byte, 100)), false))
+				s.Send(TrailersItem(trailerFields))
 			}()
 		})
 	}

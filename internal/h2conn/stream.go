@@ -12,15 +12,6 @@ import (
 	"github.com/leangrpc/leangrpc/internal/hpack"
 )
 
-// sendKind is what a stream's send slot holds.
-type sendKind uint8
-
-const (
-	sendNone sendKind = iota
-	sendHeaders
-	sendData
-)
-
 // Stream is one HTTP/2 stream. All its mutable fields are guarded by
 // conn.mu; a stream's sender and receiver goroutines wait on their own
 // one-slot channel, which every change that concerns them signals.
@@ -33,47 +24,10 @@ type Stream struct {
 	out   outflow // send window
 	in    inflow  // receive window
 
-	// The send slot: at most one item, since each writing call blocks
-	// until its item has been encoded.
-	sendKind   sendKind
-	sendFields []hpack.HeaderField // borrowed from the sender, valid while sendKind == sendHeaders
-	sendBuf    *bufpool.Buffer     // owned by the send slot: freed by the writer once encoded, or by the sender when the stream fails
-	sendOff    int
-	sendResult error // outcome of the last item
-	sendEnd    bool
-	// sendThenData marks an item of WriteHeadersData: once its HEADERS
-	// are encoded it goes on as DATA with sendBuf, ending the stream when
-	// sendDataEnd; until that DATA first waits for window (writesched.go).
-	sendThenData bool
-	sendDataEnd  bool
-	// sendTrailers holds the trailers of a WriteResponse item, borrowed
-	// from its sender, which waits for the whole item: once the DATA is
-	// encoded the item goes on as HEADERS with them, ending the stream.
-	sendTrailers []hpack.HeaderField
-	// outFields holds the copies of an early-returning WriteResponse's
-	// headers and trailers; kept with the stream for reuse.
-	outFields []hpack.HeaderField
-	// releaseLater: Release came while such a response was in the slot;
-	// the write loop recycles the stream once it is encoded.
-	releaseLater bool
-	sendHold     bool // the item may stay unflushed (HoldFlush)
-	// hold is set by HoldFlush and applies to the next item: the writing
-	// goroutine sets it without mu and its write takes it under mu
-	// (atomic only so that misuse from two goroutines stays race-free).
-	hold        atomic.Bool
-	sendWaiting bool // the sender is parked on sendCh
-	sendAsync   bool // the item was left in the slot by a WriteData that returned at once, or a WriteHeadersData's DATA goes on without its sender
-	// writer is set while a goroutine is inside WriteData or
-	// WriteHeaders, from its checks to its return (waiting for window,
-	// or writing for everyone with mu released): a second goroutine's
-	// write meanwhile is misuse and fails with ErrConcurrentWrite rather
-	// than take the slot and the single sendCh wake-up.
-	writer      bool
-	handoff     bool // the parked sender was handed the write role
-	inReady     bool // linked in conn.ready
-	next        *Stream
-	headersSent bool
-	endQueued   bool // END_STREAM was handed to the send slot
+	slot sendSlot // the send side (sendslot.go)
+
+	inReady bool // linked in conn.ready
+	next    *Stream
 
 	recvQ bufQueue // owned buffers, handed out by Recv
 	// The registration RecvInto makes (sink.go): data lands in
@@ -268,8 +222,9 @@ func (s *Stream) signalRecv() {
 	}
 }
 
+// signalSend wakes the goroutine parked for the stream's send slot.
 func (s *Stream) signalSend() {
-	if s.sendWaiting {
+	if s.slot.parked {
 		select {
 		case s.sendCh <- struct{}{}:
 		default:
@@ -382,11 +337,9 @@ func (c *Conn) failStreamLocked(s *Stream, err *Error) func(error) {
 	if s.err == nil {
 		s.err = err
 	}
-	if s.sendAsync && !s.sendWaiting {
-		// Nobody waits for the item a returned WriteData left: free it
-		// here; the next write on the stream reports the error.
-		s.dropSendLocked()
-	}
+	// A failed stream keeps no item; a waiting sender, or the next Send
+	// or Release, takes the failure as the item's outcome.
+	s.dropSendLocked()
 	if err.Initiator == InitiatorUser || !s.recvEOF {
 		s.recvQ.freeAll(c.ledger()) // queued payloads nobody will read
 		s.dropSinkLocked()
@@ -519,10 +472,10 @@ func (s *Stream) resetFunc() func(error) {
 // (returning ctx.Err()). It fails fast with an error matching
 // ErrConnClosed when the connection is closed, and with ErrGoingAway
 // (retryable: nothing was sent) after a GOAWAY. fields is borrowed until
-// return; with opts.Unary, until Release: when another goroutine holds
-// the write role NewStream returns before the HEADERS are encoded, and the
-// stream's message joins them (WriteData), so that the caller does not
-// park for them.
+// return. With opts.Unary, when another goroutine holds the write role,
+// NewStream returns before the HEADERS are encoded (from copies), and the
+// stream's message joins them (Send), so that the caller does not park for
+// them.
 func (c *Conn) NewStream(ctx context.Context, fields []hpack.HeaderField, opts StreamOptions) (*Stream, error) {
 	if c.role != RoleClient {
 		return nil, ErrWrongRole
@@ -560,22 +513,28 @@ func (c *Conn) NewStream(ctx context.Context, fields []hpack.HeaderField, opts S
 	}
 	s := c.newStreamLocked(c.nextID, true)
 	c.nextID += 2
-	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, opts.EndStream
-	s.sendHold = opts.Unary && !opts.EndStream
 	s.unary = opts.Unary
-	s.endQueued = opts.EndStream
 	if opts.WatchCanceled {
 		s.cancel = opts.Canceled
 	} else {
 		s.canceling = opts.Canceled
 	}
+	it := HeadersItem(fields, opts.EndStream)
+	if opts.Unary && !opts.EndStream {
+		// The message follows at once: the HEADERS may wait for it in
+		// the write buffer, or, when another goroutine writes, in the
+		// slot, where the message joins them (Send).
+		it.Hold, it.Return = true, ReturnHandedOver
+	}
+	s.slot.sender = true
+	s.slot.queue(it)
 	c.readyLocked(s)
-	if s.sendHold && c.writing && !c.closing {
+	if it.Return == ReturnHandedOver && c.writing && !c.closing {
 		// Another goroutine holds the write role and will encode the
-		// HEADERS; the message follows at once and joins them as one
-		// item (WriteData): return rather than park until they are
-		// encoded. A failure shows in the stream's next call.
-		s.sendAsync = true
+		// HEADERS: return rather than park until they are encoded. A
+		// failure shows in the stream's next call.
+		s.slot.detach()
+		s.slot.sender = false
 		c.mu.Unlock()
 		return s, nil
 	}
@@ -583,69 +542,6 @@ func (c *Conn) NewStream(ctx context.Context, fields []hpack.HeaderField, opts S
 		return nil, err
 	}
 	return s, nil
-}
-
-// waitSendLocked waits until the send slot's item is encoded or the stream
-// fails, writing itself whenever nobody else holds the write role. Called
-// with mu held; returns with it released.
-func (s *Stream) waitSendLocked() error {
-	err := s.waitSendHeldLocked()
-	s.writer = false
-	s.conn.mu.Unlock()
-	return err
-}
-
-// waitSendHeldLocked is waitSendLocked returning with mu still held.
-func (s *Stream) waitSendHeldLocked() error {
-	c := s.conn
-	for {
-		if s.sendKind == sendNone {
-			err := s.sendResult
-			s.sendResult = nil
-			s.sendAsync = false // a WriteHeadersData's DATA is done too
-			return err
-		}
-		if s.err != nil {
-			s.dropSendLocked()
-			return s.err
-		}
-		if s.sendAsync {
-			// A WriteHeadersData's HEADERS are encoded and its DATA
-			// waits for window without the sender (see there).
-			return nil
-		}
-		if !c.writing && !c.closing && c.wantWrite {
-			c.writing = true
-			c.writeLoop(s)
-			continue
-		}
-		s.sendWaiting = true
-		c.parked++
-		c.handOverToReader() // a window update may be what it waits for
-		done := s.cancel
-		c.mu.Unlock()
-		s.park(s.sendCh, done)
-		c.mu.Lock()
-		c.parked--
-		s.sendWaiting = false
-		if s.handoff {
-			s.handoff = false
-			c.writeLoop(s)
-		}
-	}
-}
-
-// dropSendLocked empties the send slot of a failed stream.
-func (s *Stream) dropSendLocked() {
-	if s.sendBuf != nil {
-		s.sendBuf.Free() // the send slot's reference (see sendBuf)
-		s.sendBuf = nil
-	}
-	s.sendFields = nil
-	s.sendKind = sendNone
-	s.sendThenData = false
-	s.sendTrailers = nil
-	s.sendResult = nil
 }
 
 // Headers returns the header list that opened the stream on a server, or on
@@ -792,254 +688,6 @@ func (s *Stream) ExpectMessage(n int) {
 	c.mu.Unlock()
 }
 
-// WriteHeaders sends HEADERS (and CONTINUATION) with fields, with
-// END_STREAM when endStream. On a server the first call sends the response
-// headers and a later one the trailers (which must end the stream). fields
-// is borrowed until return: it is encoded before WriteHeaders returns.
-func (s *Stream) WriteHeaders(fields []hpack.HeaderField, end bool) error {
-	c := s.conn
-	c.mu.Lock()
-	if s.writer {
-		c.mu.Unlock()
-		return ErrConcurrentWrite
-	}
-	s.writer = true
-	if err := s.headersWritableLocked(fields, end); err != nil {
-		s.writer = false
-		c.mu.Unlock()
-		return err
-	}
-	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, end
-	s.sendHold = s.hold.Swap(false)
-	s.endQueued = end
-	c.readyLocked(s)
-	return s.waitSendLocked()
-}
-
-// headersWritableLocked waits for an earlier write's item to go and
-// reports why HEADERS with fields (ending the stream when end) cannot be
-// queued now, or nil. Called with mu held and s.writer set.
-func (s *Stream) headersWritableLocked(fields []hpack.HeaderField, end bool) error {
-	switch err := s.waitAsyncLocked(); {
-	case err != nil:
-		return err
-	case s.err != nil:
-		return s.err
-	case s.sendKind != sendNone:
-		return ErrConcurrentWrite
-	case s.endQueued || !s.state.canSend() && s.state != stateIdle:
-		return ErrSendClosed
-	case s.headersSent && !end:
-		return ErrTrailersMustEnd
-	}
-	return s.conn.headerListFitsLocked(fields)
-}
-
-// WriteHeadersData is WriteHeaders(fields, false) followed by
-// WriteData(b, end), as one item of the stream's send slot: one round trip
-// of the engine lock and at most one wait for the writer rather than two.
-// A server's response headers and its first message go this way. It takes
-// ownership of b (nil: an empty DATA frame) and frees it when it fails. It
-// fails with ErrTrailersMustEnd once headers were sent, and, as
-// WriteHeaders does, with a *HeaderListTooLargeError having sent nothing;
-// headersSent says whether the HEADERS went out, also when it fails.
-// It returns once the DATA is encoded, or once the HEADERS are and the
-// windows hold the DATA back (fields are borrowed until then): as after
-// WriteData's early return, that DATA goes on without it, and the stream's
-// next write, or Release, waits for it and reports its failure; so a
-// caller that holds a lock of its own while it writes does not keep it
-// for as long as the peer withholds window. A HoldFlush before it applies
-// to the item as a whole.
-func (s *Stream) WriteHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer, end bool) (headersSent bool, err error) {
-	return s.writeHeadersData(fields, b, end, nil)
-}
-
-// WriteResponse is WriteHeadersData(fields, b, false) followed by
-// WriteTrailers(trailers), as one item: a unary response, whose sender
-// parks at most once for the writer rather than twice. Unlike
-// WriteHeadersData it returns only once the whole item is encoded, or the
-// stream failed: trailers (not empty) are borrowed until then. It fails
-// as WriteHeadersData does, and with a *HeaderListTooLargeError for
-// trailers over the peer's limit, having sent nothing.
-func (s *Stream) WriteResponse(fields []hpack.HeaderField, b *bufpool.Buffer, trailers []hpack.HeaderField) (headersSent bool, err error) {
-	return s.writeHeadersData(fields, b, false, trailers)
-}
-
-// WriteResponseAsync is WriteResponse that returns at once, with nil, when
-// another goroutine holds the write role and the windows admit the whole
-// message: that goroutine encodes the response, from copies of fields and
-// trailers, and a Release meanwhile leaves the stream to the write loop
-// rather than wait. The request must have ended (the peer's END_STREAM
-// received), so that the response closes the stream. A failure afterwards
-// is nobody's to hear: the peer sees the stream reset.
-func (s *Stream) WriteResponseAsync(fields []hpack.HeaderField, b *bufpool.Buffer, trailers []hpack.HeaderField) error {
-	c := s.conn
-	c.mu.Lock()
-	n := int64(0)
-	if b != nil {
-		n = int64(b.Len())
-	}
-	if !c.writing || c.closing || s.writer || s.sendAsync || s.sendKind != sendNone || s.err != nil ||
-		s.headersSent || s.endQueued || s.state != stateHalfClosedRemote || s.hold.Load() ||
-		n > s.out.avail() || n > c.outflow.avail() ||
-		c.headerListFitsLocked(fields) != nil || c.headerListFitsLocked(trailers) != nil {
-		_, err := s.writeHeadersDataLocked(fields, b, false, trailers)
-		return err
-	}
-	s.outFields = append(append(s.outFields[:0], fields...), trailers...)
-	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, s.outFields[:len(fields):len(fields)], false
-	s.sendThenData, s.sendBuf, s.sendOff, s.sendDataEnd = true, b, 0, false
-	s.sendTrailers = s.outFields[len(fields):]
-	s.sendHold = false
-	s.endQueued = true
-	s.sendAsync = true
-	c.readyLocked(s)
-	c.mu.Unlock()
-	return nil
-}
-
-func (s *Stream) writeHeadersData(fields []hpack.HeaderField, b *bufpool.Buffer, end bool, trailers []hpack.HeaderField) (headersSent bool, err error) {
-	s.conn.mu.Lock()
-	return s.writeHeadersDataLocked(fields, b, end, trailers)
-}
-
-// writeHeadersDataLocked is writeHeadersData called with mu held; it
-// returns with mu released.
-func (s *Stream) writeHeadersDataLocked(fields []hpack.HeaderField, b *bufpool.Buffer, end bool, trailers []hpack.HeaderField) (headersSent bool, err error) {
-	c := s.conn
-	if s.writer {
-		c.mu.Unlock()
-		if b != nil {
-			b.Free() // we took ownership; the write is refused
-		}
-		return false, ErrConcurrentWrite
-	}
-	s.writer = true
-	err = s.headersWritableLocked(fields, false)
-	if err == nil && trailers != nil {
-		err = c.headerListFitsLocked(trailers)
-	}
-	if err != nil {
-		s.writer = false
-		c.mu.Unlock()
-		if b != nil {
-			b.Free() // we took ownership; the write is refused
-		}
-		return false, err
-	}
-	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, fields, false
-	s.sendThenData, s.sendBuf, s.sendOff, s.sendDataEnd = true, b, 0, end
-	if trailers != nil {
-		s.sendTrailers = trailers
-		end = true
-	}
-	s.sendHold = s.hold.Swap(false)
-	s.endQueued = end
-	c.readyLocked(s)
-	err = s.waitSendHeldLocked()
-	headersSent = s.headersSent
-	s.writer = false
-	c.mu.Unlock()
-	return headersSent, err
-}
-
-// WriteData sends b's bytes as DATA frames, splitting them by the peer's
-// max frame size and the flow-control windows, with END_STREAM on the last
-// frame when endStream. It takes ownership of b (nil is allowed: an empty
-// frame). It blocks until every byte has been handed to the connection's
-// writer (not necessarily flushed), so it waits while the windows are
-// exhausted; it returns an error, having freed b, when the stream is reset
-// or the connection ends. Exception: when another goroutine holds the
-// write role and the windows admit all of b, it returns nil at once and
-// that writer sends b (no park and wake-up per message when many streams
-// send); the stream's next write waits for it and reports the failure if
-// the stream ended before b went out (b is then freed by the engine).
-// Writes on one stream are for one goroutine at a time: a WriteData or
-// WriteHeaders that finds another goroutine's write still waiting for
-// window fails with ErrConcurrentWrite and sends nothing.
-func (s *Stream) WriteData(b *bufpool.Buffer, end bool) error {
-	c := s.conn
-	c.mu.Lock()
-	if s.writer {
-		// Another goroutine's write has not returned (it may be waiting
-		// for window with part of its message sent): taking the slot
-		// would cut that message short on the wire.
-		c.mu.Unlock()
-		if b != nil {
-			b.Free() // we took ownership; the write is refused
-		}
-		return ErrConcurrentWrite
-	}
-	s.writer = true
-	if s.sendAsync && s.sendKind == sendHeaders && s.sendHold && !s.sendThenData && s.err == nil {
-		// NewStream's HEADERS of a unary call, not yet encoded: the
-		// message joins them as one item, as WriteHeadersData's.
-		s.sendThenData, s.sendBuf, s.sendOff, s.sendDataEnd = true, b, 0, end
-		s.sendHold = false
-		s.hold.Store(false)
-		s.endQueued = end
-		if c.writing && !c.closing {
-			s.writer = false
-			c.mu.Unlock()
-			return nil
-		}
-		s.sendAsync = false
-		return s.waitSendLocked()
-	}
-	err := s.waitAsyncLocked()
-	switch {
-	case err != nil:
-	case s.err != nil:
-		err = s.err
-	case s.sendKind != sendNone:
-		err = ErrConcurrentWrite
-	case !s.headersSent:
-		err = ErrHeadersNotSent
-	case s.endQueued || !s.state.canSend():
-		err = ErrSendClosed
-	}
-	if err != nil {
-		s.writer = false
-		c.mu.Unlock()
-		if b != nil {
-			b.Free() // we took ownership; the write is refused
-		}
-		return err
-	}
-	s.sendKind, s.sendBuf, s.sendOff, s.sendEnd = sendData, b, 0, end
-	s.sendHold = s.hold.Swap(false)
-	s.endQueued = end
-	c.readyLocked(s)
-	if c.writing && !c.closing && !s.sendHold {
-		n := int64(0)
-		if b != nil {
-			n = int64(b.Len())
-		}
-		if n <= s.out.avail() && n <= c.outflow.avail() {
-			// Someone else holds the write role and will encode the
-			// item without waiting for window: return at once rather
-			// than park until it is encoded (a wake-up per message when
-			// many streams send). The slot's next user waits for it.
-			s.sendAsync = true
-			s.writer = false
-			c.mu.Unlock()
-			return nil
-		}
-	}
-	return s.waitSendLocked()
-}
-
-// waitAsyncLocked waits until an item an earlier WriteData left in the send
-// slot has been encoded, and returns its outcome. Called and returns with
-// mu held.
-func (s *Stream) waitAsyncLocked() error {
-	if !s.sendAsync {
-		return nil
-	}
-	s.sendAsync = false
-	return s.waitSendHeldLocked()
-}
-
 // Reset abandons the stream: it sends RST_STREAM with code (unless the
 // stream is already closed), frees every queued payload, and makes pending
 // and later calls fail with an *Error whose Initiator is InitiatorUser.
@@ -1068,16 +716,6 @@ func (s *Stream) Reset(code h2frame.ErrCode) {
 		hook(err)
 	}
 }
-
-// HoldFlush lets the stream's next WriteHeaders or WriteData return with
-// its frames encoded but not yet flushed, when nothing else is waiting to
-// be written: the write after it sends both in one syscall (response
-// headers and a message, or the last message and the trailers). The caller
-// must write again at once; until then those bytes wait.
-//
-// It takes no lock: the writing goroutine calls it just before its write,
-// which reads it under the lock.
-func (s *Stream) HoldFlush() { s.hold.Store(true) }
 
 // Done is closed once the stream is closed: both halves ended, reset by
 // either side, or the connection ended.
@@ -1108,31 +746,38 @@ func (s *Stream) Err() error {
 
 // Release tells the engine the caller is done with the stream so its
 // object can be reused. It is optional; after it the Stream must not be
-// used. A payload a WriteData left to another writer (see WriteData) is
-// sent first. Releasing a stream that is still open resets it with CANCEL.
+// used. An item a Send left to another writer (ReturnHandedOver) is sent
+// first, or, when it ends a stream whose request has ended, left to the
+// writer. Releasing a stream that is still open resets it with CANCEL.
 func (s *Stream) Release() {
 	c := s.conn
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
-	if s.sendAsync && s.err == nil && s.sendKind != sendNone && s.endQueued && s.state == stateHalfClosedRemote {
-		// An item left in the slot (WriteResponseAsync's) ends the
-		// stream, whose request has ended: it goes out without a sender
-		// to wait for it, and the stream is recycled once it has
-		// (recycleLocked, from the write loop). Nobody is told of the
-		// stream any more.
-		s.releaseLater = true
-		s.resetObj, s.arrival = nil, nil
-		s.recvQ.freeAll(c.ledger())
-		s.dropSinkLocked()
-		c.mu.Unlock()
-		return
+	sl := &s.slot
+	if sl.state == slotDetached && !sl.sender && s.err == nil {
+		if sl.item.ends() && s.state == stateHalfClosedRemote {
+			// The detached item (a unary response) ends the stream,
+			// whose request has ended: it goes out without anyone to
+			// wait for it, and the write loop recycles the stream once
+			// it has. Nobody is told of the stream any more.
+			sl.to(evOrphan)
+			s.resetObj, s.arrival = nil, nil
+			s.recvQ.freeAll(c.ledger())
+			s.dropSinkLocked()
+			c.mu.Unlock()
+			return
+		}
+		// The detached item goes out before the stream is given up, as
+		// if its Send had waited.
+		sl.sender = true
+		sl.attach()
+		s.waitItemLocked()
+		sl.sender = false
 	}
-	if s.sendAsync && s.err == nil {
-		// An item a returned WriteData left in the slot goes out before
-		// the stream is given up, as if that WriteData had waited.
-		s.waitAsyncLocked()
+	if sl.state == slotDone && !sl.sender {
+		sl.collect()
 	}
 	if s.state != stateClosed {
 		err := &Error{Code: h2frame.ErrCodeCancel, StreamID: s.id, Initiator: InitiatorUser, Reason: "released"}
@@ -1169,14 +814,14 @@ func (c *Conn) recycleLocked(s *Stream) {
 			c.freeStreams = c.freeStreams[:keep]
 		}
 	}
-	reuse := !s.inReady && !s.sendWaiting && !s.recvWaiting && s.sendKind == sendNone && !s.writer &&
+	reuse := !s.inReady && !s.slot.parked && !s.recvWaiting && s.slot.state == slotEmpty && !s.slot.sender &&
 		!c.closing && len(c.freeStreams) < keep
 	if reuse {
-		hdrs, trls, q, outFields := s.hdrs[:0], s.trls[:0], s.recvQ.q[:0], s.outFields[:0]
-		if cap(outFields) > maxKeptFields {
-			outFields = nil
+		hdrs, trls, q, copies := s.hdrs[:0], s.trls[:0], s.recvQ.q[:0], s.slot.copies[:0]
+		if cap(copies) > maxKeptFields {
+			copies = nil
 		}
-		clear(outFields[:cap(outFields)])
+		clear(copies[:cap(copies)])
 		if s.trailersOnly {
 			trls = nil // it aliased hdrs
 		}
@@ -1196,7 +841,7 @@ func (c *Conn) recycleLocked(s *Stream) {
 		case <-sendCh:
 		default:
 		}
-		*s = Stream{hdrs: hdrs, trls: trls, outFields: outFields, recvCh: recvCh, sendCh: sendCh}
+		*s = Stream{hdrs: hdrs, trls: trls, slot: sendSlot{copies: copies}, recvCh: recvCh, sendCh: sendCh}
 		s.recvQ.q = q
 		c.freeStreams = append(c.freeStreams, s)
 	}

@@ -45,7 +45,7 @@ func TestStressMixed(t *testing.T) {
 							t.Error(err)
 							return
 						}
-						s.WriteData(p.pool.Copy(payload[:size/2]), false)
+						s.Send(DataItem(p.pool.Copy(payload[:size/2]), false))
 						s.Reset(h2frame.ErrCodeCancel)
 						s.Release()
 						continue
@@ -78,13 +78,13 @@ func TestStressMixed(t *testing.T) {
 					}()
 					for off := 0; off < size; {
 						n := min(size-off, 1+r.IntN(64<<10))
-						if err := s.WriteData(p.pool.Copy(payload[off:off+n]), false); err != nil {
+						if err := s.Send(DataItem(p.pool.Copy(payload[off:off+n]), false)); err != nil {
 							t.Error(err)
 							break
 						}
 						off += n
 					}
-					s.CloseSend()
+					s.Send(DataItem(nil, true))
 					if got := <-done; !bytes.Equal(got, payload) {
 						t.Errorf("echo of %d bytes came back as %d bytes", size, len(got))
 					}

@@ -49,7 +49,7 @@ func TestWireClientRoundTrip(t *testing.T) {
 		if s.ID() != 1 {
 			t.Errorf("first stream id %d; want 1", s.ID())
 		}
-		if err := s.WriteData(ct.pool.Copy([]byte("req")), true); err != nil {
+		if err := s.Send(h2conn.DataItem(ct.pool.Copy([]byte("req")), true)); err != nil {
 			t.Fatalf("WriteData: %v", err)
 		}
 		h := p.WantHeaders(1)
@@ -143,7 +143,7 @@ func TestWireClientRSTFromServer(t *testing.T) {
 				if e.StreamID != 1 {
 					t.Errorf("error stream %d; want 1", e.StreamID)
 				}
-				if err := s.WriteData(ct.pool.Copy([]byte("x")), true); err == nil {
+				if err := s.Send(h2conn.DataItem(ct.pool.Copy([]byte("x")), true)); err == nil {
 					t.Errorf("WriteData on a reset stream succeeded")
 				}
 				p.WantNothing(quiet) // no RST_STREAM in reply
@@ -332,7 +332,7 @@ func TestWireClientLargeUpload(t *testing.T) {
 		}
 		defer s.Release()
 		werr := make(chan error, 1)
-		go func() { werr <- s.WriteData(ct.pool.Copy(body), true) }()
+		go func() { werr <- s.Send(h2conn.DataItem(ct.pool.Copy(body), true)) }()
 		p.WantHeaders(1)
 		connWin, streamWin := int64(65535), int64(step)
 		var got []byte

@@ -291,15 +291,15 @@ func readAll(s *h2conn.Stream) ([]byte, error) {
 
 // respond answers a server stream with :status 200, body and trailers.
 func respond(pool *bufpool.Pool, s *h2conn.Stream, body []byte) error {
-	if err := s.WriteHeaders(h2test.Fields(":status", "200"), false); err != nil {
+	if err := s.Send(h2conn.HeadersItem(h2test.Fields(":status", "200"), false)); err != nil {
 		return err
 	}
 	if len(body) > 0 {
-		if err := s.WriteData(pool.Copy(body), false); err != nil { // takes ownership
+		if err := s.Send(h2conn.DataItem(pool.Copy(body), false)); err != nil { // takes ownership
 			return err
 		}
 	}
-	return s.WriteTrailers(h2test.Fields("grpc-status", "0"))
+	return s.Send(h2conn.TrailersItem(h2test.Fields("grpc-status", "0")))
 }
 
 // echoHandler reads each request to the end and echoes it back.

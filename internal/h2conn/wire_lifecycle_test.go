@@ -192,7 +192,7 @@ func TestWirePeerClosesMidStream(t *testing.T) {
 			t.Fatalf("Recv still blocked 5s after the peer closed the connection")
 		}
 		st.serveResult()
-		if err := s.WriteHeaders(h2test.Fields(":status", "200"), true); err == nil {
+		if err := s.Send(h2conn.HeadersItem(h2test.Fields(":status", "200"), true)); err == nil {
 			t.Errorf("WriteHeaders on a dead connection succeeded")
 		}
 	})
@@ -254,7 +254,7 @@ func TestWirePeerHeaderTableSizeZero(t *testing.T) {
 		for id := uint32(1); id <= 5; id += 2 {
 			p.WriteHeaders(id, true, reqFields("/")...)
 			s := st.stream()
-			if err := s.WriteHeaders(h2test.Fields(":status", "200", "x-custom", "same-value-each-time"), true); err != nil {
+			if err := s.Send(h2conn.HeadersItem(h2test.Fields(":status", "200", "x-custom", "same-value-each-time"), true)); err != nil {
 				t.Fatal(err)
 			}
 			if h := p.WantHeaders(id); h.Get("x-custom") != "same-value-each-time" {

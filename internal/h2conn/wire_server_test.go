@@ -657,7 +657,7 @@ func TestWireRSTStreamFromPeer(t *testing.T) {
 		p.WriteRST(1, h2frame.ErrCodeCancel)
 		_, err := s.Recv()
 		wantH2Error(t, err, h2frame.ErrCodeCancel, h2conn.InitiatorPeer)
-		if err := s.WriteHeaders(h2test.Fields(":status", "200"), true); err == nil {
+		if err := s.Send(h2conn.HeadersItem(h2test.Fields(":status", "200"), true)); err == nil {
 			t.Errorf("WriteHeaders on a reset stream succeeded")
 		}
 		p.WantNothing(quiet)
@@ -1007,7 +1007,7 @@ func TestWireLargeResponseHeaders(t *testing.T) {
 		p.WriteHeaders(1, true, reqFields("/")...)
 		s := st.stream()
 		big := strings.Repeat("abcdefghij", 4000) // 40 KB
-		if err := s.WriteHeaders(h2test.Fields(":status", "200", "x-big", big), true); err != nil {
+		if err := s.Send(h2conn.HeadersItem(h2test.Fields(":status", "200", "x-big", big), true)); err != nil {
 			t.Fatal(err)
 		}
 		h := p.WantHeaders(1) // fails unless CONTINUATIONs follow at once

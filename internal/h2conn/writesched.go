@@ -113,7 +113,7 @@ func (c *Conn) ensureWriterLocked() {
 	}
 	c.writing = true
 	if s := c.parkedSenderLocked(); s != nil {
-		s.handoff = true
+		s.slot.handoff = true
 		s.signalSend()
 		return
 	}
@@ -141,7 +141,7 @@ func (c *Conn) flushLocked() {
 func (c *Conn) parkedSenderLocked() *Stream {
 	i := 0
 	for s := c.ready.head; s != nil && i < 8; s = s.next {
-		if s.sendWaiting && s.sendKind != sendNone {
+		if s.slot.parked && s.slot.state == slotQueued {
 			return s
 		}
 		i++
@@ -170,10 +170,11 @@ func (c *Conn) writeLoop(self *Stream) {
 		if c.fw.Buffered() == 0 {
 			break
 		}
-		if self != nil && self.sendHold && self.sendKind == sendNone && c.heldBatch && !c.closing {
-			// HoldFlush: only this stream's frames are waiting, and its
-			// caller writes again at once. Any later writer flushes them.
-			self.sendHold = false
+		if self != nil && self.slot.state == slotDone && self.slot.item.Hold && c.heldBatch && !c.closing {
+			// SendItem.Hold: only this stream's frames are waiting, and
+			// its caller writes again at once. Any later writer flushes
+			// them.
+			self.slot.item.Hold = false
 			c.wantWrite = true
 			break
 		}
@@ -214,11 +215,11 @@ func (c *Conn) writeLoop(self *Stream) {
 			c.mu.Lock()
 			return
 		}
-		if (self == nil || self.sendKind == sendNone) && !c.closing {
+		if (self == nil || !self.slot.pending()) && !c.closing {
 			// Done with our own work: a parked sender takes over the
 			// rest, so that nobody writes for everyone indefinitely.
 			if s := c.parkedSenderLocked(); s != nil && s != self {
-				s.handoff = true
+				s.slot.handoff = true
 				s.signalSend()
 				return // the role passes to s
 			}
@@ -284,6 +285,7 @@ func (c *Conn) encodeStreamsLocked(self *Stream, wb *wakeBatch) {
 		progress := false
 		for n := c.ready.n; n > 0 && budget > 0; n-- {
 			s := c.ready.pop()
+			orphan := s.slot.state == slotOrphan
 			p, keep := c.encodeOneLocked(s, &budget, wb)
 			if p && s != self {
 				c.heldBatch = false
@@ -291,10 +293,8 @@ func (c *Conn) encodeStreamsLocked(self *Stream, wb *wakeBatch) {
 			progress = progress || p
 			if keep {
 				c.ready.push(s)
-			} else if s.releaseLater && s.sendKind == sendNone {
-				// Released while its response waited (WriteResponseAsync):
-				// it is out now.
-				s.releaseLater = false
+			} else if orphan && s.slot.state == slotEmpty {
+				// Released while its item waited (Release): it is out.
 				c.recycleLocked(s)
 			}
 		}
@@ -304,63 +304,56 @@ func (c *Conn) encodeStreamsLocked(self *Stream, wb *wakeBatch) {
 	}
 }
 
-// encodeOneLocked encodes at most one frame from s's send slot. It reports
-// whether it wrote something and whether s stays in the ready list.
+// encodeOneLocked encodes at most one frame of the item in s's send slot,
+// the part its phase names. It reports whether it wrote something and
+// whether s stays in the ready list.
 func (c *Conn) encodeOneLocked(s *Stream, budget *int, wb *wakeBatch) (progress, keep bool) {
-	if s.err != nil || s.sendKind == sendNone {
+	sl := &s.slot
+	if s.err != nil || !sl.pending() {
 		return false, false
 	}
-	switch s.sendKind {
-	case sendHeaders:
-		st, err := s.state.sendHeaders(s.sendEnd)
+	it := &sl.item
+	switch sl.phase {
+	case PartHeaders:
+		end := it.End && it.Parts == PartHeaders
+		st, err := s.state.sendHeaders(end)
 		if err != nil {
-			s.dropSendLocked() // a WriteHeadersData's buffer
-			c.finishSendLocked(s, ErrSendClosed, wb)
+			c.completeLocked(s, ErrSendClosed, wb)
 			return false, false
 		}
-		c.fw.WriteHeaders(s.id, s.sendEnd, s.sendFields)
+		c.fw.WriteHeaders(s.id, end, it.Headers)
 		*budget -= 128
-		s.headersSent = true
+		sl.headersSent = true
 		c.resetStrikes = true
-		if s.sendThenData {
-			// WriteHeadersData: the item goes on as its DATA, in a
-			// later round of this loop (the stream stays ready).
-			s.sendKind, s.sendFields, s.sendEnd = sendData, nil, s.sendDataEnd
+		if next := sl.nextPart(); next != 0 {
+			// The item goes on with its DATA or trailers in a later
+			// round of this loop (the stream stays ready).
+			sl.phase = next
 			c.setStateLocked(s, st)
 			return true, true
 		}
-		c.finishSendLocked(s, nil, wb)
+		c.completeLocked(s, nil, wb)
 		c.setStateLocked(s, st)
 		return true, false
-	case sendData:
-		rem := 0
-		if s.sendBuf != nil {
-			rem = s.sendBuf.Len() - s.sendOff
-		}
-		if rem == 0 && s.sendTrailers != nil {
-			// WriteResponse with no DATA bytes: straight to the
-			// trailers, without an empty frame.
-			if s.sendBuf != nil {
-				s.sendBuf.Free() // the send slot's reference; nothing to send
-				s.sendBuf = nil
-			}
-			s.thenTrailersLocked()
+	case PartData:
+		rem := int(it.dataLen()) - sl.off
+		if rem == 0 && it.Parts&PartTrailers != 0 {
+			// No DATA bytes before the trailers: straight to them,
+			// without an empty frame.
+			it.free()
+			sl.phase = PartTrailers
 			return true, true
 		}
+		end := it.End && it.Parts&PartTrailers == 0
 		if rem == 0 {
-			st, err := s.state.sendData(s.sendEnd)
+			st, err := s.state.sendData(end)
 			if err != nil {
-				s.dropSendLocked()
-				c.finishSendLocked(s, ErrSendClosed, wb)
+				c.completeLocked(s, ErrSendClosed, wb)
 				return false, false
 			}
-			c.fw.WriteData(s.id, s.sendEnd, nil)
+			c.fw.WriteData(s.id, end, nil)
 			*budget -= h2frame.HeaderLen
-			if s.sendBuf != nil {
-				s.sendBuf.Free() // the send slot's reference; nothing to send
-				s.sendBuf = nil
-			}
-			c.finishSendLocked(s, nil, wb)
+			c.completeLocked(s, nil, wb)
 			c.setStateLocked(s, st)
 			return true, false
 		}
@@ -369,55 +362,55 @@ func (c *Conn) encodeOneLocked(s *Stream, budget *int, wb *wakeBatch) (progress,
 			// Blocked on the stream window: its WINDOW_UPDATE (or a
 			// SETTINGS increase) puts it back. Blocked on the
 			// connection window only: keep its place.
-			if s.sendThenData && s.sendTrailers == nil {
-				// A WriteHeadersData's HEADERS went out: its sender
-				// returns rather than wait for window (see there),
-				// once; whoever waits next waits for the whole item.
-				s.sendThenData = false
-				s.sendAsync = true
+			if sl.state == slotQueued && it.Return == ReturnHeadersOut && it.Parts&PartTrailers == 0 {
+				// Only window holds the item back and its fields are
+				// out: its sender returns (ReturnHeadersOut), once.
+				sl.to(evDetach)
 				wb.add(s)
 			}
 			return false, s.out.avail() > 0
 		}
 		last := int(n) == rem
-		end := last && s.sendEnd
-		c.fw.WriteDataBuffer(s.id, end, s.sendBuf, s.sendOff, int(n))
+		dend := last && end
+		c.fw.WriteDataBuffer(s.id, dend, it.Data, sl.off, int(n))
 		s.out.take(n)
 		c.outflow.take(n)
-		s.sendOff += int(n)
+		sl.off += int(n)
 		*budget -= int(n) + h2frame.HeaderLen
 		c.resetStrikes = true
 		if !last {
 			return true, true
 		}
-		s.sendBuf.Free() // the send slot's reference; fw holds its own until the flush
-		s.sendBuf = nil
-		st, _ := s.state.sendData(end)
-		if s.sendTrailers != nil {
-			s.thenTrailersLocked()
+		it.free() // the item's reference; fw holds its own until the flush
+		st, _ := s.state.sendData(dend)
+		if it.Parts&PartTrailers != 0 {
+			sl.phase = PartTrailers
 			c.setStateLocked(s, st)
 			return true, true
 		}
-		c.finishSendLocked(s, nil, wb)
+		c.completeLocked(s, nil, wb)
+		c.setStateLocked(s, st)
+		return true, false
+	case PartTrailers:
+		st, err := s.state.sendHeaders(true)
+		if err != nil {
+			c.completeLocked(s, ErrSendClosed, wb)
+			return false, false
+		}
+		c.fw.WriteHeaders(s.id, true, it.Trailers)
+		*budget -= 128
+		c.resetStrikes = true
+		c.completeLocked(s, nil, wb)
 		c.setStateLocked(s, st)
 		return true, false
 	}
 	return false, false
 }
 
-// thenTrailersLocked turns a WriteResponse item whose DATA is encoded
-// into its trailers, encoded in a later round of the write loop.
-func (s *Stream) thenTrailersLocked() {
-	s.sendKind, s.sendFields, s.sendEnd = sendHeaders, s.sendTrailers, true
-	s.sendTrailers, s.sendThenData = nil, false
-}
-
-// finishSendLocked empties the send slot and has wb wake its sender.
-func (c *Conn) finishSendLocked(s *Stream, err error, wb *wakeBatch) {
-	s.sendKind = sendNone
-	s.sendThenData = false
-	s.sendFields = nil
-	s.sendResult = err
+// completeLocked ends the item in s's send slot with err as its outcome and
+// has wb wake its sender.
+func (c *Conn) completeLocked(s *Stream, err error, wb *wakeBatch) {
+	s.slot.complete(err)
 	wb.add(s)
 }
 
@@ -425,7 +418,7 @@ func (c *Conn) finishSendLocked(s *Stream, err error, wb *wakeBatch) {
 // writeLoop round encoded, to be signaled once the round lets go of mu:
 // waking a parked goroutine (a channel send that readies it, often with a
 // futex wake of an idle thread) inside mu lengthened every hold of the
-// engine's busiest lock. A stale signal is harmless: waitSendLocked
+// engine's busiest lock. A stale signal is harmless: waitItemLocked
 // re-checks its slot after every wake-up, and a channel outlives any reuse
 // of its Stream.
 type wakeBatch struct {
@@ -436,7 +429,7 @@ type wakeBatch struct {
 // add notes that s's sender is to be woken, or wakes it now when the batch
 // is full.
 func (w *wakeBatch) add(s *Stream) {
-	if !s.sendWaiting {
+	if !s.slot.parked {
 		return
 	}
 	if w.n == len(w.ch) {

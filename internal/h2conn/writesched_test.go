@@ -17,7 +17,7 @@ import (
 // finishStream sends END_STREAM on s and reads the echo to its end.
 func finishStream(t *testing.T, s *Stream) {
 	t.Helper()
-	if err := s.CloseSend(); err != nil {
+	if err := s.Send(DataItem(nil, true)); err != nil {
 		t.Fatalf("CloseSend: %v", err)
 	}
 	if _, _, err := s.RecvHeaders(); err != nil {
@@ -66,7 +66,7 @@ func TestCorkBatchesConcurrentSenders(t *testing.T) {
 			defer wg.Done()
 			<-start
 			for range msgs {
-				if err := s.WriteData(pool.Copy(payload), false); err != nil {
+				if err := s.Send(DataItem(pool.Copy(payload), false)); err != nil {
 					t.Errorf("WriteData: %v", err)
 					return
 				}
@@ -120,17 +120,17 @@ func TestWriteDataAsyncWhileRoleHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := holdWriteRole(p.client)
-	if err := s.WriteData(p.pool.Copy([]byte("first,")), false); err != nil {
+	if err := s.Send(DataItem(p.pool.Copy([]byte("first,")), false)); err != nil {
 		t.Fatal(err)
 	}
 	p.client.mu.Lock()
-	async, pending := s.sendAsync, s.sendKind != sendNone
+	st := s.slot.state
 	p.client.mu.Unlock()
-	if !async || !pending {
-		t.Fatalf("WriteData with the role held elsewhere: async %v, item pending %v; want both", async, pending)
+	if st != slotDetached {
+		t.Fatalf("DataItem with the role held elsewhere: slot %v, want detached", st)
 	}
 	second := make(chan error, 1)
-	go func() { second <- s.WriteData(p.pool.Copy([]byte("second")), true) }()
+	go func() { second <- s.Send(DataItem(p.pool.Copy([]byte("second")), true)) }()
 	release()
 	if err := <-second; err != nil {
 		t.Fatal(err)
@@ -160,18 +160,18 @@ func TestWriteDataAsyncThenReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := holdWriteRole(p.client)
-	if err := s.WriteData(p.pool.Copy([]byte("dropped")), false); err != nil {
+	if err := s.Send(DataItem(p.pool.Copy([]byte("dropped")), false)); err != nil {
 		t.Fatal(err)
 	}
 	s.Reset(h2frame.ErrCodeCancel)
 	p.client.mu.Lock()
-	pending := s.sendKind != sendNone || s.sendBuf != nil
+	pending := s.slot.pending() || s.slot.item.Data != nil
 	p.client.mu.Unlock()
 	if pending {
 		t.Error("the reset stream still holds its unsent item")
 	}
 	release()
-	if err := s.WriteData(p.pool.Copy([]byte("late")), true); err == nil {
+	if err := s.Send(DataItem(p.pool.Copy([]byte("late")), true)); err == nil {
 		t.Error("WriteData after the reset succeeded")
 	}
 	s.Release()
@@ -209,7 +209,7 @@ func TestReleaseSendsAsyncItem(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := holdWriteRole(p.client)
-	if err := s.WriteData(p.pool.Copy([]byte("last words")), true); err != nil {
+	if err := s.Send(DataItem(p.pool.Copy([]byte("last words")), true)); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
@@ -231,7 +231,7 @@ func TestReleaseSendsAsyncItem(t *testing.T) {
 			t.Fatal("Release did not wait for the pending item")
 		}
 		p.client.mu.Lock()
-		parked = s.sendWaiting
+		parked = s.slot.parked
 		p.client.mu.Unlock()
 		runtime.Gosched()
 	}
@@ -251,7 +251,7 @@ func TestWakeBatch(t *testing.T) {
 	n := len(wb.ch) + 8
 	streams := make([]*Stream, n)
 	for i := range streams {
-		streams[i] = &Stream{sendCh: make(chan struct{}, 1), sendWaiting: i != 3}
+		streams[i] = &Stream{sendCh: make(chan struct{}, 1), slot: sendSlot{parked: i != 3}}
 		wb.add(streams[i])
 	}
 	for i, s := range streams[len(wb.ch)+1:] {
@@ -289,24 +289,24 @@ func TestConcurrentWriteRefused(t *testing.T) {
 	h := func(pool *bufpool.Pool) Handler {
 		return HandlerFunc(func(s *Stream) {
 			go func() {
-				s.WriteHeaders(respFields, false)
+				s.Send(HeadersItem(respFields, false))
 				done := make(chan error, 1)
-				go func() { done <- s.WriteData(pool.Copy(payload), false) }()
+				go func() { done <- s.Send(DataItem(pool.Copy(payload), false)) }()
 				// Wait until the first write waits for window.
 				for {
 					s.conn.mu.Lock()
-					parked := s.writer && s.sendWaiting
+					parked := s.slot.sender && s.slot.parked
 					s.conn.mu.Unlock()
 					if parked {
 						break
 					}
 					time.Sleep(time.Millisecond)
 				}
-				errs <- [2]error{s.WriteData(pool.Copy([]byte("second")), false), s.WriteTrailers(trailerFields)}
+				errs <- [2]error{s.Send(DataItem(pool.Copy([]byte("second")), false)), s.Send(TrailersItem(trailerFields))}
 				if err := <-done; err != nil {
 					t.Errorf("first WriteData: %v", err)
 				}
-				s.WriteTrailers(trailerFields)
+				s.Send(TrailersItem(trailerFields))
 			}()
 		})
 	}

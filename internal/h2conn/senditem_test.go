@@ -30,18 +30,15 @@ func newExchange(t *testing.T, ccfg Config) (p *pair, client, server *Stream, go
 	return p, client, <-got, goroutines
 }
 
-// WriteHeadersData sends the response headers and a message as one item:
-// with HoldFlush, it and the trailers leave in one write; without, in two.
-func TestWriteHeadersDataBatchesWrites(t *testing.T) {
+// HeadersDataItem sends the response headers and a message as one item:
+// held, it and the trailers leave in one write; not held, in two.
+func TestHeadersDataBatchesWrites(t *testing.T) {
 	for _, hold := range []bool{false, true} {
 		x := newCountedExchange(t)
-		if hold {
-			x.ss.HoldFlush()
+		if err := x.ss.Send(holding(HeadersDataItem(respFields, x.pool.Copy([]byte("reply")), false), hold)); err != nil || !x.ss.HeadersSent() {
+			t.Fatalf("HeadersDataItem: headers sent %v, %v", x.ss.HeadersSent(), err)
 		}
-		if sent, err := x.ss.WriteHeadersData(respFields, x.pool.Copy([]byte("reply")), false); err != nil || !sent {
-			t.Fatalf("WriteHeadersData: headers sent %v, %v", sent, err)
-		}
-		if err := x.ss.WriteTrailers(trailerFields); err != nil {
+		if err := x.ss.Send(TrailersItem(trailerFields)); err != nil {
 			t.Fatal(err)
 		}
 		want := 2
@@ -56,23 +53,23 @@ func TestWriteHeadersDataBatchesWrites(t *testing.T) {
 	}
 }
 
-// A message larger than the client's stream window: WriteHeadersData
-// returns once the headers are out and the windows hold the rest back, and
+// A message larger than the client's stream window: HeadersDataItem's
+// Send returns once the headers are out and the windows hold the rest back, and
 // the trailers' write waits for the message, which arrives whole as the
 // client reads.
-func TestWriteHeadersDataBeyondWindow(t *testing.T) {
+func TestHeadersDataBeyondWindow(t *testing.T) {
 	p, s, ss, g := newExchange(t, Config{InitialStreamWindow: 1 << 16})
 	body := bytes.Repeat([]byte("leangrpc"), 40000) // 320 KB: beyond the stream window
 	wrote := make(chan error, 1)
 	returned := make(chan struct{})
 	go func() {
-		_, err := ss.WriteHeadersData(respFields, p.pool.Copy(body), false)
+		err := ss.Send(HeadersDataItem(respFields, p.pool.Copy(body), false))
 		close(returned)
 		if err != nil {
 			wrote <- err
 			return
 		}
-		wrote <- ss.WriteTrailers(trailerFields)
+		wrote <- ss.Send(TrailersItem(trailerFields))
 	}()
 	// A hang fails the test: the connections close and every wait ends.
 	watchdog := time.AfterFunc(10*time.Second, func() { p.client.Close(); p.server.Close() })
@@ -99,20 +96,20 @@ func TestWriteHeadersDataBeyondWindow(t *testing.T) {
 }
 
 // The client resets the stream while the message waits for window: the
-// write after WriteHeadersData reports it, and the message's buffer is
+// send after HeadersDataItem's reports it, and the message's buffer is
 // freed.
-func TestWriteHeadersDataResetWhileBlocked(t *testing.T) {
+func TestHeadersDataResetWhileBlocked(t *testing.T) {
 	p, s, ss, g := newExchange(t, Config{InitialStreamWindow: 1 << 16})
 	body := bytes.Repeat([]byte("leangrpc"), 40000)
-	if sent, err := ss.WriteHeadersData(respFields, p.pool.Copy(body), false); err != nil || !sent {
-		t.Fatalf("WriteHeadersData: headers sent %v, %v", sent, err)
+	if err := ss.Send(HeadersDataItem(respFields, p.pool.Copy(body), false)); err != nil || !ss.HeadersSent() {
+		t.Fatalf("HeadersDataItem: headers sent %v, %v", ss.HeadersSent(), err)
 	}
 	if _, _, err := s.RecvHeaders(); err != nil {
 		t.Fatal(err)
 	}
 	s.Reset(h2frame.ErrCodeCancel) // reading nothing: the message stays held back
-	if err := ss.WriteTrailers(trailerFields); err == nil {
-		t.Fatal("WriteTrailers after the peer's reset succeeded")
+	if err := ss.Send(TrailersItem(trailerFields)); err == nil {
+		t.Fatal("the trailers' Send after the peer's reset succeeded")
 	}
 	s.Release()
 	ss.Release()
@@ -120,24 +117,24 @@ func TestWriteHeadersDataResetWhileBlocked(t *testing.T) {
 	checkLeaks(t, p.pool, g)
 }
 
-// Misuse: a header list over the peer's limit fails as WriteHeaders does,
-// and after the response headers WriteHeadersData fails with
+// Misuse: a header list over the peer's limit fails as HeadersItem does,
+// and after the response headers HeadersDataItem fails with
 // ErrTrailersMustEnd; either sends nothing and frees the buffer.
-func TestWriteHeadersDataMisuse(t *testing.T) {
+func TestHeadersDataMisuse(t *testing.T) {
 	p, s, ss, g := newExchange(t, Config{MaxHeaderListSize: 1024})
 	big := append([]hpack.HeaderField{}, respFields...)
 	big = append(big, hpack.HeaderField{Name: "x-big", Value: string(make([]byte, 2048))})
 	var hl *HeaderListTooLargeError
-	if sent, err := ss.WriteHeadersData(big, p.pool.Copy([]byte("x")), false); !errors.As(err, &hl) || sent {
-		t.Errorf("WriteHeadersData over the peer's header list limit: headers sent %v, %v", sent, err)
+	if err := ss.Send(HeadersDataItem(big, p.pool.Copy([]byte("x")), false)); !errors.As(err, &hl) || ss.HeadersSent() {
+		t.Errorf("HeadersDataItem over the peer's header list limit: headers sent %v, %v", ss.HeadersSent(), err)
 	}
-	if err := ss.WriteHeaders(respFields, false); err != nil {
+	if err := ss.Send(HeadersItem(respFields, false)); err != nil {
 		t.Fatal(err)
 	}
-	if sent, err := ss.WriteHeadersData(respFields, p.pool.Copy([]byte("x")), false); !errors.Is(err, ErrTrailersMustEnd) || sent {
-		t.Errorf("WriteHeadersData after the headers: headers sent %v, %v", sent, err)
+	if err := ss.Send(HeadersDataItem(respFields, p.pool.Copy([]byte("x")), false)); !errors.Is(err, ErrTrailersMustEnd) {
+		t.Errorf("HeadersDataItem after the headers: %v", err)
 	}
-	if err := ss.WriteTrailers(trailerFields); err != nil {
+	if err := ss.Send(TrailersItem(trailerFields)); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.RecvHeaders(); err != nil {
@@ -152,13 +149,13 @@ func TestWriteHeadersDataMisuse(t *testing.T) {
 	checkLeaks(t, p.pool, g)
 }
 
-// WriteResponse sends headers, a message and the trailers as one item, in
+// ResponseItem sends headers, a message and the trailers as one item, in
 // one write, and the client reads them in that order.
-func TestWriteResponseOneWrite(t *testing.T) {
+func TestResponseOneWrite(t *testing.T) {
 	for _, body := range []string{"reply", ""} {
 		x := newCountedExchange(t)
-		if sent, err := x.ss.WriteResponse(respFields, x.pool.Copy([]byte(body)), trailerFields); err != nil || !sent {
-			t.Fatalf("WriteResponse: headers sent %v, %v", sent, err)
+		if err := x.ss.Send(ResponseItem(respFields, x.pool.Copy([]byte(body)), trailerFields)); err != nil {
+			t.Fatalf("ResponseItem: %v", err)
 		}
 		if n := x.writes(); n != 1 {
 			t.Errorf("%d writes for headers, data and trailers, want 1", n)
@@ -171,17 +168,17 @@ func TestWriteResponseOneWrite(t *testing.T) {
 	}
 }
 
-// A message larger than the client's stream window: WriteResponse waits
+// A message larger than the client's stream window: ResponseItem's Send waits
 // until the whole item, trailers included, is encoded (they are borrowed
 // until then), and the client gets all of it.
-func TestWriteResponseBeyondWindow(t *testing.T) {
+func TestResponseBeyondWindow(t *testing.T) {
 	p, s, ss, g := newExchange(t, Config{InitialStreamWindow: 1 << 16})
 	body := bytes.Repeat([]byte("leangrpc"), 40000) // 320 KB: beyond the stream window
 	trailers := append([]hpack.HeaderField(nil), trailerFields...)
 	wrote := make(chan error, 1)
 	go func() {
-		_, err := ss.WriteResponse(respFields, p.pool.Copy(body), trailers)
-		clear(trailers) // borrowed only until WriteResponse returns
+		err := ss.Send(ResponseItem(respFields, p.pool.Copy(body), trailers))
+		clear(trailers) // borrowed only until Send returns
 		wrote <- err
 	}()
 	watchdog := time.AfterFunc(10*time.Second, func() { p.client.Close(); p.server.Close() })
@@ -189,7 +186,7 @@ func TestWriteResponseBeyondWindow(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	select {
 	case err := <-wrote:
-		t.Fatalf("WriteResponse returned (%v) while the window held the message back", err)
+		t.Fatalf("Send returned (%v) while the window held the message back", err)
 	default:
 	}
 	if _, _, err := s.RecvHeaders(); err != nil {
@@ -206,7 +203,7 @@ func TestWriteResponseBeyondWindow(t *testing.T) {
 		t.Fatalf("trailers %v, want %v", tr, trailerFields)
 	}
 	if err := <-wrote; err != nil {
-		t.Fatalf("WriteResponse: %v", err)
+		t.Fatalf("Send: %v", err)
 	}
 	s.Release()
 	ss.Release()
@@ -234,29 +231,30 @@ func asyncResponder(t *testing.T) (p *pair, client, server *Stream, goroutines i
 	}
 }
 
-// WriteResponseAsync returns at once while another goroutine holds the
-// write role, from copies of its fields; Release then does not wait, and
-// the response arrives whole once the role's holder writes, after which
-// the stream is back in the free list.
-func TestWriteResponseAsync(t *testing.T) {
+// A handed-over ResponseItem's Send returns at once while another
+// goroutine holds the write role, from copies of its fields; Release then
+// does not wait (the item is orphaned), and the response arrives whole once
+// the role's holder writes, after which the stream is back in the free
+// list.
+func TestResponseHandedOver(t *testing.T) {
 	p, s, ss, g := asyncResponder(t)
 	giveBack := holdWriteRole(p.server)
 	hdrs := append([]hpack.HeaderField(nil), respFields...)
 	trls := append([]hpack.HeaderField(nil), trailerFields...)
 	done := make(chan error, 1)
 	go func() {
-		done <- ss.WriteResponseAsync(hdrs, p.pool.Copy([]byte("reply")), trls)
+		done <- ss.Send(handedOver(ResponseItem(hdrs, p.pool.Copy([]byte("reply")), trls)))
 		ss.Release()
 		close(done)
 	}()
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("WriteResponseAsync: %v", err)
+			t.Fatalf("Send: %v", err)
 		}
 		<-done // and Release returned too
 	case <-time.After(5 * time.Second):
-		t.Fatal("WriteResponseAsync or Release waited for the write role's holder")
+		t.Fatal("Send or Release waited for the write role's holder")
 	}
 	clear(hdrs) // the engine took copies
 	clear(trls)
@@ -289,10 +287,10 @@ func TestWriteResponseAsync(t *testing.T) {
 
 // The client resets the stream while its released response waits for the
 // write role: the message's buffer is freed, and nothing is sent for it.
-func TestWriteResponseAsyncReset(t *testing.T) {
+func TestResponseHandedOverReset(t *testing.T) {
 	p, s, ss, g := asyncResponder(t)
 	giveBack := holdWriteRole(p.server)
-	if err := ss.WriteResponseAsync(respFields, p.pool.Copy([]byte("reply")), trailerFields); err != nil {
+	if err := ss.Send(handedOver(ResponseItem(respFields, p.pool.Copy([]byte("reply")), trailerFields))); err != nil {
 		t.Fatal(err)
 	}
 	ss.Release()
