@@ -14,6 +14,7 @@ import (
 	"github.com/leangrpc/leangrpc/internal/h2test"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/keepalive"
 )
 
 // The memory budget under floods on many connections: each test gives the
@@ -166,19 +167,22 @@ func TestAttackBudgetUnreadData(t *testing.T) {
 	tg.legit(t)
 }
 
-// TestAttackBudgetControlFrames: SETTINGS floods from connections that do
-// not read, each owing an ACK: the ACKs queued for them count against the
-// budget, which sheds the connections holding the most long before each
-// reaches its own queue limit.
+// TestAttackBudgetControlFrames: PING floods from connections that do
+// not read, each PING owing an ACK: the ACKs queued for them count against
+// the budget, which sheds the connections holding the most long before
+// each reaches its own queue limit. The enforcement policy lets any
+// number of PINGs through, as a server that allows them would: with the
+// default policy, as for SETTINGS (maxSettingsPerWindow), a flood ends
+// long before its ACKs queue up.
 func TestAttackBudgetControlFrames(t *testing.T) {
 	const budget = 1 << 20
-	tg := attackTarget(t, leangrpc.MemoryBudget(budget))
+	pings := leangrpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: -1, PermitWithoutStream: true})
+	tg := attackTarget(t, leangrpc.MemoryBudget(budget), pings)
 	call, end := servedClient(t, tg)
 	const conns = 8
-	settings := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint16(nil, uint16(h2frame.SettingInitialWindowSize)), 1<<16)
 	var b []byte
-	for range 1_000_000 {
-		b = h2test.AppendFrame(b, h2frame.TypeSettings, 0, 0, settings)
+	for i := range 1_000_000 {
+		b = h2test.AppendFrame(b, h2frame.TypePing, 0, 0, binary.BigEndian.AppendUint64(nil, uint64(i)))
 	}
 	var peers []*h2test.Peer
 	for range conns {
@@ -213,7 +217,7 @@ func TestAttackBudgetControlFrames(t *testing.T) {
 		}
 	}
 	held := leangrpc.MemoryInUse(tg.srv)
-	t.Logf("%d connections flooding SETTINGS without reading: account peak %d KiB, then %d KiB; %d connections ended", conns, most>>10, held>>10, ended)
+	t.Logf("%d connections flooding PINGs without reading: account peak %d KiB, then %d KiB; %d connections ended", conns, most>>10, held>>10, ended)
 	// Alone, each connection may queue 10,000 ACKs (8 connections: about
 	// 3.7 MiB) once its socket is full; how soon that is depends on the
 	// machine, so the budget is asserted only once it was reached.

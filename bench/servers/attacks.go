@@ -50,6 +50,7 @@ type attackStats struct {
 	mu        sync.Mutex
 	Conns     int            // connections opened
 	Closed    int            // connections the server closed
+	Silent    int            // of those, closed before the server sent a byte: refused as accepted
 	GoAways   map[string]int // GOAWAY codes received
 	LastClose time.Duration  // slowloris: when the last stalled connection was closed
 	Held      int            // slowloris: stalled connections open at the end
@@ -62,13 +63,18 @@ func (st *attackStats) opened() {
 }
 
 // ended records how c ended: closed by the server (with a GOAWAY's code
-// if one came) or by the attacker when the attack stopped.
+// if one came, or before it sent anything) or by the attacker when the
+// attack stopped. A connection closed by the server that is neither
+// counted among the GOAWAYs nor as silent ended in a plain close.
 func (st *attackStats) ended(c *attackConn, byServer bool) {
 	code, away := c.goAwayCode()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if byServer {
 		st.Closed++
+		if !c.heard.Load() {
+			st.Silent++
+		}
 	}
 	if away {
 		if st.GoAways == nil {
@@ -92,6 +98,9 @@ func (st *attackStats) reaction() string {
 	}
 	sort.Strings(codes)
 	s := fmt.Sprintf("%d conns, %d closed by the server", st.Conns, st.Closed)
+	if st.Silent > 0 {
+		s += fmt.Sprintf(" (%d before it sent a byte)", st.Silent)
+	}
 	if len(codes) > 0 {
 		s += "; " + strings.Join(codes, ", ")
 	}

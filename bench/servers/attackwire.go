@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -100,6 +101,7 @@ type attackConn struct {
 	// goAwayDebug is the last GOAWAY's debug data (its start), written by
 	// the reading goroutine before it sends the code on goAway.
 	goAwayDebug string
+	heard       atomic.Bool // the server sent at least one byte
 }
 
 // dialAttack connects to addr and, with preface set, sends the client
@@ -153,6 +155,7 @@ func (c *attackConn) readLoop() {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			return
 		}
+		c.heard.Store(true)
 		n := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
 		if cap(payload) < n {
 			payload = make([]byte, n)
@@ -167,28 +170,90 @@ func (c *attackConn) readLoop() {
 				go c.write(appendFrame(nil, frameSettings, flagAck, 0, nil))
 			}
 		case frameGoAway:
-			if n >= 8 {
-				c.goAwayDebug = string(payload[8:min(n, 8+40)])
-				select {
-				case c.goAway <- binary.BigEndian.Uint32(payload[4:8]):
-				default:
-				}
-			}
+			c.noteGoAway(payload)
 		}
 	}
 }
 
+// noteGoAway records a GOAWAY from the start of its payload (at least
+// its first goAwayKept bytes, when it has that many).
+func (c *attackConn) noteGoAway(payload []byte) {
+	if len(payload) < 8 {
+		return
+	}
+	c.goAwayDebug = string(payload[8:min(len(payload), goAwayKept)])
+	select {
+	case c.goAway <- binary.BigEndian.Uint32(payload[4:8]):
+	default:
+	}
+}
+
+// goAwayKept is how much of a GOAWAY's payload an attacker looks at: the
+// last stream id, the code and the start of the debug data.
+const goAwayKept = 8 + 40
+
+// goAwayScanner finds the GOAWAYs in bytes drained in pieces of any size
+// by an attacker that does not read frame by frame, skipping the payload
+// of every other frame without keeping it.
+type goAwayScanner struct {
+	head []byte // what came of the current frame's header, and of a GOAWAY's payload start
+	skip int    // payload bytes of the current frame still to pass over
+}
+
+// scan takes the next bytes drained and calls found with the payload start
+// of each GOAWAY in them.
+func (s *goAwayScanner) scan(b []byte, found func(payload []byte)) {
+	for len(b) > 0 {
+		if s.skip > 0 {
+			n := min(s.skip, len(b))
+			s.skip -= n
+			b = b[n:]
+			continue
+		}
+		need := 9
+		goAway := len(s.head) >= 9 && s.head[3] == frameGoAway
+		if goAway {
+			need += min(frameLength(s.head), goAwayKept)
+		}
+		n := min(need-len(s.head), len(b))
+		s.head = append(s.head, b[:n]...)
+		b = b[n:]
+		switch {
+		case len(s.head) < need:
+			// b is used up: the rest comes with the next bytes.
+		case !goAway && s.head[3] == frameGoAway && frameLength(s.head) > 0:
+			// The header of a GOAWAY: its payload start comes next.
+		default:
+			if goAway {
+				found(s.head[9:])
+			}
+			s.skip = frameLength(s.head) - (len(s.head) - 9)
+			s.head = s.head[:0]
+		}
+	}
+}
+
+// frameLength is the payload length in a frame header.
+func frameLength(hdr []byte) int { return int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2]) }
+
 // watchClose notices the server closing a connection whose attacker does
 // not read: a short read every 100 ms sees the end once what the server
 // sent before it was drained, and drains at most 40 KB a second, too
-// little to relieve a server whose replies a flood piles up.
+// little to relieve a server whose replies a flood piles up. A GOAWAY in
+// what it drained is noted, so that the report tells a close with one
+// from a close without.
 func (c *attackConn) watchClose() {
 	defer close(c.closed)
 	var b [4 << 10]byte
+	var frames goAwayScanner
 	for {
 		time.Sleep(100 * time.Millisecond)
 		c.nc.SetReadDeadline(time.Now().Add(time.Millisecond))
-		_, err := c.nc.Read(b[:])
+		n, err := c.nc.Read(b[:])
+		if n > 0 {
+			c.heard.Store(true)
+			frames.scan(b[:n], c.noteGoAway)
+		}
 		if ne, ok := err.(net.Error); err != nil && !(ok && ne.Timeout()) {
 			return
 		}

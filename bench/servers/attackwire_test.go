@@ -52,3 +52,29 @@ func TestAppendHPACKInt(t *testing.T) {
 		t.Errorf("10 = %v, want [0x8a]", got)
 	}
 }
+
+// The GOAWAY scanner of attackers that do not read finds a GOAWAY's code
+// and debug data after other frames, however the bytes are cut.
+func TestGoAwayScanner(t *testing.T) {
+	var wire []byte
+	for range 3 {
+		wire = appendFrame(wire, frameSettings, flagAck, 0, nil)
+	}
+	wire = appendFrame(wire, framePing, flagAck, 0, make([]byte, 8))
+	debug := strings.Repeat("x", 60)
+	goAway := append([]byte{0, 0, 0, 5, 0, 0, 0, 0xb}, debug...)
+	wire = appendFrame(wire, frameGoAway, 0, 0, goAway)
+	wire = appendFrame(wire, frameData, 0, 1, []byte("after"))
+	for piece := 1; piece <= len(wire); piece++ {
+		var s goAwayScanner
+		var got [][]byte
+		for b := wire; len(b) > 0; {
+			n := min(piece, len(b))
+			s.scan(b[:n], func(p []byte) { got = append(got, bytes.Clone(p)) })
+			b = b[n:]
+		}
+		if len(got) != 1 || !bytes.Equal(got[0], goAway[:goAwayKept]) {
+			t.Fatalf("pieces of %d bytes: found %q, want one GOAWAY %q", piece, got, goAway[:goAwayKept])
+		}
+	}
+}

@@ -45,7 +45,7 @@ type Conn struct {
 
 	// Owned by the run loop (fields are ordered to pack small ones).
 	emptyData  int16        // consecutive empty DATA frames (at most maxEmptyDataFrames+1)
-	resetCount int16        // resets within the current resetWindow (at most maxResetsPerWindow+oversizedListWeight)
+	resetCount int16        // resets within the current rateWindow (at most maxResetsPerWindow+oversizedListWeight)
 	inflow     inflow       // connection receive window; given back on receipt
 	lastRead   atomic.Int64 // unix nanoseconds of the end of the last batch of frames read, when keepaliveOn
 
@@ -83,12 +83,13 @@ type Conn struct {
 	connWindow     uint32 // our current connection receive window (cfg.InitialConnWindow, raised by BDP)
 	goAwayLastID   uint32 // last stream id of the GOAWAY we sent
 	peerGoAwayCode h2frame.ErrCode
-	pingStrikes    int32
+	pingStrikes    int16
+	settingsCount  int16 // owned by the run loop: the peer's SETTINGS (ACKs aside) within the current rateWindow (at most maxSettingsPerWindow+1)
 	parked         int32 // goroutines parked in waitRecvLocked or waitSendLocked (reader.go)
 	// readRole is who holds the read role, and more: a roleWord (reader.go).
-	readRole   atomic.Uint32
-	bdpBytes   uint32 // DATA bytes received while bdp is nil
-	resetStart uint32 // owned by the run loop: milliseconds since clockEpoch (mod 2^32) the current resetWindow began
+	readRole  atomic.Uint32
+	bdpBytes  uint32 // DATA bytes received while bdp is nil
+	rateStart uint32 // owned by the run loop: milliseconds since clockEpoch (mod 2^32) the current rateWindow began
 	// recentClosed holds the closedTag of recently closed peer stream ids
 	// (peer ids share their parity), a ring at recentNext: an id matches
 	// exactly when it is within 2^17 of one remembered; an older one may
@@ -753,15 +754,21 @@ func (c *Conn) countReset() *Error { return c.countResets(1) }
 
 // countResets counts n resets against maxResetsPerWindow.
 func (c *Conn) countResets(n int16) *Error {
-	now := uint32(time.Since(clockEpoch).Milliseconds())
-	if time.Duration(now-c.resetStart)*time.Millisecond > resetWindow { // mod 2^32: exact below 49 days
-		c.resetStart, c.resetCount = now, 0
-	}
+	c.rollRateWindow()
 	c.resetCount += n
 	if c.resetCount > maxResetsPerWindow {
 		return connErr(h2frame.ErrCodeEnhanceYourCalm, "reset_flood")
 	}
 	return nil
+}
+
+// rollRateWindow starts a new rateWindow, with every count of the limits
+// per window at zero, once the current one has passed.
+func (c *Conn) rollRateWindow() {
+	now := uint32(time.Since(clockEpoch).Milliseconds())
+	if time.Duration(now-c.rateStart)*time.Millisecond > rateWindow { // mod 2^32: exact below 49 days
+		c.rateStart, c.resetCount, c.settingsCount = now, 0, 0
+	}
 }
 
 func (c *Conn) onStreamError(se h2frame.StreamError) *Error {

@@ -111,11 +111,30 @@ const (
 	// maxPingStrikes: grpc-go's limit on pings that break the
 	// enforcement policy before GOAWAY ENHANCE_YOUR_CALM "too_many_pings".
 	maxPingStrikes = 2
+	// rateWindow is the window of the limits counted per window of time
+	// (maxResetsPerWindow, maxSettingsPerWindow). They share its start
+	// (Conn.rateStart) so that Conn stays in its size class.
+	rateWindow = time.Second
 	// maxResetsPerWindow: RST_STREAMs a peer may cause (its own resets and
-	// the streams we had to reset for it) per resetWindow, the "rapid
+	// the streams we had to reset for it) per rateWindow, the "rapid
 	// reset" attack of 2023 (CVE-2023-44487): each costs a stream setup.
 	maxResetsPerWindow = 1000
-	resetWindow        = time.Second
+	// maxSettingsPerWindow: SETTINGS frames (ACKs aside) a peer may send
+	// per rateWindow, the SETTINGS flood (CVE-2019-9515). Each owes an
+	// ACK, and maxQueuedControlFrames counts only ACKs not yet written: a
+	// flood from a peer that reads nothing fills the socket buffers, ours
+	// and the peer's (megabytes), with ACKs before that queue fills, and
+	// then the GOAWAY finds no room and the connection ends in a plain
+	// close. A flood meets this limit after under a kilobyte of ACKs, so
+	// the GOAWAY fits even in the smallest socket buffers; a peer kept
+	// under it adds at most 900 bytes of ACKs a second. A legitimate
+	// peer sends its first SETTINGS and a few changes: grpc-go's BDP
+	// estimator sends one each time it grows the window, by at least
+	// 1.32 times and at most once a round trip, from 64 KiB to its 16 MiB
+	// cap (at most 20 in a connection's life, however fast they come);
+	// h2spec sends a few per connection (TestH2spec). 100 is five times
+	// grpc-go's lifetime count in one second.
+	maxSettingsPerWindow = 100
 	// unstartedResetWeight: how many resets a peer's RST_STREAM counts for
 	// when its stream still awaited its request (Stream.SetHandlers: a
 	// unary call whose DATA had not come). A client has little reason to

@@ -40,6 +40,11 @@ func (c *Conn) queueInitialSettingsLocked() {
 // onSettings applies the peer's SETTINGS (RFC 9113 §6.5) or records the ACK
 // of ours.
 func (c *Conn) onSettings(f *h2frame.SettingsFrame) *Error {
+	if !f.IsAck() {
+		if err := c.countSettings(); err != nil {
+			return err
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f.IsAck() {
@@ -67,6 +72,18 @@ func (c *Conn) onSettings(f *h2frame.SettingsFrame) *Error {
 	}
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlSettingsAck}, true)
 	return c.ctrlQueueErrLocked()
+}
+
+// countSettings counts one SETTINGS frame of the peer against
+// maxSettingsPerWindow. It ends the connection before the frame's ACK is
+// queued, while the ACKs already written leave room for the GOAWAY.
+func (c *Conn) countSettings() *Error {
+	c.rollRateWindow()
+	c.settingsCount++
+	if c.settingsCount > maxSettingsPerWindow {
+		return connErr(h2frame.ErrCodeEnhanceYourCalm, "settings_flood")
+	}
+	return nil
 }
 
 func (c *Conn) applySettingLocked(st h2frame.Setting) *Error {

@@ -7,6 +7,7 @@ package h2conn_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -52,6 +53,88 @@ func TestWireEmptyDataFlood(t *testing.T) {
 		if e := st.wantConnError(h2frame.ErrCodeEnhanceYourCalm); e != nil && e.Reason != "empty_data_flood" {
 			t.Errorf("reason %q; want empty_data_flood", e.Reason)
 		}
+	})
+}
+
+// settingsBurst is n SETTINGS frames, each a new INITIAL_WINDOW_SIZE as a
+// BDP estimator sends them, starting from first.
+func settingsBurst(n int, first uint32) []byte {
+	var b []byte
+	for i := range n {
+		b = h2test.AppendFrame(b, h2frame.TypeSettings, 0, 0, h2test.SettingsPayload(setting(h2frame.SettingInitialWindowSize, first+uint32(i)<<10)))
+	}
+	return b
+}
+
+// A SETTINGS flood (CVE-2019-9515) from a peer that reads nothing until
+// its flood is written ends with GOAWAY ENHANCE_YOUR_CALM "settings_flood",
+// and the GOAWAY reaches the peer: the engine stops writing ACKs long
+// before they fill what the connection buffers. The pipe holds 4 KiB each
+// way, less than the smallest send buffer Linux gives a TCP socket.
+func TestWireSettingsFlood(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		pipe := wirePipe
+		pipe.Capacity = 4 << 10
+		st := newServerTest(t, h2conn.Config{}, wireOpts{pipe: pipe})
+		st.greet()
+		p := st.peer
+		const n = 1000
+		written := make(chan struct{})
+		go func() {
+			defer close(written)
+			p.Conn.Write(settingsBurst(n, 1<<16)) // fails once the engine closes
+		}()
+		<-written
+		acks := 0
+		for {
+			f, err := p.ReadFrame(5 * time.Second)
+			if err != nil {
+				t.Fatalf("want GOAWAY ENHANCE_YOUR_CALM after %d SETTINGS ACKs: %v", acks, err)
+			}
+			if f.Type == h2frame.TypeSettings && f.IsAck() {
+				acks++
+				continue
+			}
+			if f.Type != h2frame.TypeGoAway {
+				t.Fatalf("want SETTINGS ACKs and a GOAWAY, got %v", f)
+			}
+			if f.ErrCode() != h2frame.ErrCodeEnhanceYourCalm || string(f.DebugData()) != "settings_flood" {
+				t.Fatalf("GOAWAY %v %q; want ENHANCE_YOUR_CALM \"settings_flood\"", f.ErrCode(), f.DebugData())
+			}
+			break
+		}
+		if acks >= n {
+			t.Errorf("%d SETTINGS acknowledged before the GOAWAY; want the flood cut short", acks)
+		}
+		p.WantClosed()
+		var e *h2conn.Error
+		if err := st.serveResult(); !errors.As(err, &e) || e.Code != h2frame.ErrCodeEnhanceYourCalm ||
+			e.Reason != "settings_flood" || e.Initiator != h2conn.InitiatorEngine {
+			t.Errorf("Serve returned %v; want the engine's ENHANCE_YOUR_CALM settings_flood", err)
+		}
+	})
+}
+
+// A peer that changes its settings now and then stays connected, however
+// long it lives: 40 SETTINGS at once every 600 ms, faster than any
+// legitimate peer (grpc-go's BDP estimator sends at most about 20 in a
+// connection's life) and more in all than the limit per window allows.
+func TestWireSettingsSpreadOut(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		st := newServerTest(t, h2conn.Config{}, wireOpts{})
+		st.greet()
+		p := st.peer
+		const rounds, each = 5, 40
+		for round := range rounds {
+			for i := range each {
+				p.WriteSettings(setting(h2frame.SettingInitialWindowSize, uint32(1<<16+(round*each+i)<<10)))
+			}
+			for range each {
+				p.WantSettingsAck()
+			}
+			time.Sleep(600 * time.Millisecond)
+		}
+		st.stillUp()
 	})
 }
 
