@@ -27,8 +27,16 @@ func (c *Conn) onHeaders(f *h2frame.HeadersFrame) *Error {
 		return connErr(h2frame.ErrCodeProtocol, "headers_on_server_stream_id")
 	}
 	if id <= c.maxPeerID {
+		// Trailers the peer sent before our RST_STREAM reached it are
+		// ignored, as DATA is (RFC 9113 §5.1): a client that ends its
+		// request with trailers does so whether or not the server
+		// answered first. Their block was decoded, so HPACK stays in step.
+		late := c.wasResetLocked(id)
 		closed := c.wasClosedLocked(id)
 		c.mu.Unlock()
+		if late && end {
+			return nil
+		}
 		if closed {
 			return connErr(h2frame.ErrCodeStreamClosed, "headers_on_closed_stream")
 		}

@@ -696,6 +696,34 @@ func TestWireResetByHandler(t *testing.T) {
 	})
 }
 
+// RFC 9113 §5.1: request trailers the client sent before the server's
+// RST_STREAM reached it are ignored, not a connection error, whether the
+// handler reset the stream or answered before the request ended.
+func TestWireTrailersAfterServerReset(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		st := newServerTest(t, h2conn.Config{}, wireOpts{})
+		st.greet()
+		p := st.peer
+		p.WriteHeaders(1, false, reqFields("/")...)
+		s := st.stream()
+		s.Reset(h2frame.ErrCodeInternal)
+		p.WantRST(1, h2frame.ErrCodeInternal)
+		p.WriteHeaders(1, true, "grpc-status", "0")
+
+		p.WriteHeaders(3, false, reqFields("/")...)
+		s = st.stream()
+		if err := respond(st.pool, s, []byte("early")); err != nil {
+			t.Fatal(err)
+		}
+		p.WantHeaders(3)
+		p.WantData(3)
+		p.WantHeaders(3)
+		p.WantRST(3, h2frame.ErrCodeNo)
+		p.WriteHeaders(3, true, "grpc-status", "0")
+		st.stillUp()
+	})
+}
+
 // RFC 9113 §6.8: a graceful shutdown sends GOAWAY(2^31-1) and a PING, then
 // GOAWAY with the last stream processed; streams open finish, newer ones
 // are refused, and the connection closes once idle.
