@@ -343,8 +343,8 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 			return cerr, false
 		}
 		if c.fr.Buffered() < h2frame.HeaderLen {
-			lone = c.afterReads()
-			if c.settleBatch(lone) {
+			var done bool
+			if lone, done = c.settleBatch(); done {
 				return nil, true
 			}
 		}
@@ -358,43 +358,50 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 func (c *Conn) afterReads() (lone bool) {
 	c.stampRead()
 	c.mu.Lock()
-	c.creditReadLocked()
-	c.ensureWriterLocked()
-	lone = c.numLocal+c.numPeer <= 1
+	lone = c.afterReadsLocked()
 	c.mu.Unlock()
 	return lone
 }
 
+// afterReadsLocked is afterReads' work under mu, held by the caller.
+func (c *Conn) afterReadsLocked() (lone bool) {
+	c.creditReadLocked()
+	c.ensureWriterLocked()
+	return c.numLocal+c.numPeer <= 1
+}
+
 // settleBatch is the reader's step after a batch of frames read through
-// ReadFrame, before it goes back to the socket: it runs a pending inline
-// handler, or offers the role of a lone connection, or yields on a lone
-// connection (see afterReads). It reports true when the reader goroutine
-// must return because another goroutine holds the role now.
-func (c *Conn) settleBatch(lone bool) bool {
-	if st, h := c.takeInline(); h != nil {
-		c.mu.Lock()
-		ok := c.runInlineLocked(st, lone)
-		if ok {
+// ReadFrame, before it goes back to the socket: afterReads' work, and, in
+// the same hold of mu, the decision to run a pending inline handler or to
+// offer the role of a lone connection; or it yields on a lone connection.
+// It reports whether at most one stream is open, and done when the reader
+// goroutine must return because another goroutine holds the role now.
+func (c *Conn) settleBatch() (lone, done bool) {
+	st, h := c.takeInline()
+	c.stampRead()
+	c.mu.Lock()
+	lone = c.afterReadsLocked()
+	inline, offer := false, false
+	if h != nil {
+		if inline = c.runInlineLocked(st, lone); inline {
 			c.offerRoleLocked(roleOfferedInline)
 		}
-		c.mu.Unlock()
-		if ok {
-			h.ServeInline()
-			// Back to the socket, unless the watcher, or a caller of the
-			// handler's, took the role meanwhile.
-			return !c.takeOffered(roleReader)
-		}
-		go h.ServeInline()
 	} else if lone {
-		c.mu.Lock()
-		ok := c.offerAfterBatchLocked()
-		if ok {
+		if offer = c.offerAfterBatchLocked(); offer {
 			c.offerRoleLocked(roleOffered)
 		}
-		c.mu.Unlock()
-		if ok {
-			return true
-		}
+	}
+	c.mu.Unlock()
+	switch {
+	case inline:
+		h.ServeInline()
+		// Back to the socket, unless the watcher, or a caller of the
+		// handler's, took the role meanwhile.
+		return lone, !c.takeOffered(roleReader)
+	case offer:
+		return lone, true
+	case h != nil:
+		go h.ServeInline()
 	}
 	if lone {
 		// About to go to the socket with at most one stream open: let
@@ -407,7 +414,7 @@ func (c *Conn) settleBatch(lone bool) bool {
 		// (yielding there cost streaming ×120 a tenth of its throughput).
 		runtime.Gosched()
 	}
-	return false
+	return lone, false
 }
 
 // stampRead records a read for keepalive: once per read rather than per
@@ -667,7 +674,8 @@ func (c *Conn) setReadWait(d time.Duration) {
 // of a caller that took the offered role (waitRecvLocked), then offers the
 // role again, or starts a reader goroutine when the connection is no
 // longer lone or the read gave up at its bound (callerReadWait), pausing
-// offers then. Called without mu.
+// offers then. Called without mu; returns with it held, since the caller
+// goes on under it (one round trip fewer per call).
 func (c *Conn) readAsCaller() {
 	c.setReadWait(callerReadWait)
 	for {
@@ -677,12 +685,12 @@ func (c *Conn) readAsCaller() {
 			c.setReadWait(c.idleWait())
 			c.mu.Lock()
 			c.pauseOffersLocked()
-			c.mu.Unlock()
 			c.startReader()
 			return
 		}
 		if cerr := c.handleRead(f, err); cerr != nil {
 			c.endAsCaller(cerr)
+			c.mu.Lock()
 			return
 		}
 		if c.fr.Buffered() < h2frame.HeaderLen {
@@ -697,10 +705,8 @@ func (c *Conn) readAsCaller() {
 	c.ensureWriterLocked()
 	if c.offerAfterBatchLocked() {
 		c.offerRoleLocked(roleOffered)
-		c.mu.Unlock()
 		return
 	}
-	c.mu.Unlock()
 	c.startReader()
 }
 
@@ -829,7 +835,8 @@ func (c *Conn) flushWaitLocked(self *Stream) (flushReadSource, uint32) {
 // it offers the read role back as kind, for the caller's receive
 // (waitRecvLocked) or the inline handler's reader (settleBatch) to parse.
 // A failed flush fails the connection. Called without mu by the holder of
-// the write role, holding the read role (flushWaitLocked).
+// the write role, holding the read role (flushWaitLocked); returns with mu
+// held, as the write loop goes on under it.
 func (c *Conn) flushAndRead(fs flushReadSource, kind uint32) {
 	pool, size := c.fr.ReadBufferSpec()
 	b, ferr, rerr := fs.FlushReadyWithin(pool, size, callerReadWait, (*writeFlusher)(c))
@@ -852,9 +859,10 @@ func (c *Conn) flushAndRead(fs flushReadSource, kind uint32) {
 		c.pauseOffersLocked() // the bound ran out: the answer is slower than it
 	}
 	c.offerRoleLocked(kind)
-	c.mu.Unlock()
 	if ferr != nil {
+		c.mu.Unlock()
 		c.fail(&Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorPeer, Reason: "write", Cause: ferr})
+		c.mu.Lock()
 	}
 }
 

@@ -93,8 +93,7 @@ func (s *Stream) waitRecvLocked() {
 	if c.roleState().offered() && !s.canceled() && c.takeOffered(roleTaken) {
 		// The reader offered its role (reader.go): read for ourselves.
 		c.mu.Unlock()
-		c.readAsCaller()
-		c.mu.Lock()
+		c.readAsCaller() // returns with mu held
 		return
 	}
 	s.recvWaiting = true

@@ -200,8 +200,7 @@ func (c *Conn) writeLoop(self *Stream) {
 		wb.wake()
 		if fs != nil {
 			// The flush gives up the write role (writeFlusher).
-			c.flushAndRead(fs, kind)
-			c.mu.Lock()
+			c.flushAndRead(fs, kind) // returns with mu held
 			return
 		}
 		err := c.fw.Flush()
