@@ -489,10 +489,11 @@ func (c *Conn) readError(err error) *Error {
 // handleRead dispatches the frame a read returned, or handles the read's
 // error: a stream error resets its stream, any other error is the
 // connection's, which it returns.
-func (c *Conn) handleRead(f h2frame.Frame, err error) *Error {
+func (c *Conn) handleRead(f h2frame.Frame, err error, rb *readBatch) *Error {
 	if err == nil {
-		return c.dispatch(f)
+		return c.dispatch(f, rb)
 	}
+	c.releaseBatch(rb)
 	var se h2frame.StreamError
 	if !errors.As(err, &se) {
 		return c.readError(err)
@@ -500,7 +501,17 @@ func (c *Conn) handleRead(f h2frame.Frame, err error) *Error {
 	return c.onStreamError(se)
 }
 
-func (c *Conn) dispatch(f h2frame.Frame) *Error {
+// dispatch hands f to its handler. Only DATA and HEADERS go on under the
+// batch's hold of mu (readbatch.go); the others take it themselves.
+func (c *Conn) dispatch(f h2frame.Frame, rb *readBatch) *Error {
+	switch f.(type) {
+	case *h2frame.DataFrame, *h2frame.HeadersFrame:
+		if !c.sawSettings {
+			c.releaseBatch(rb)
+		}
+	default:
+		c.releaseBatch(rb)
+	}
 	if !c.sawSettings {
 		sf, ok := f.(*h2frame.SettingsFrame)
 		if !ok || sf.IsAck() {
@@ -534,9 +545,9 @@ func (c *Conn) dispatch(f h2frame.Frame) *Error {
 	}
 	switch f := f.(type) {
 	case *h2frame.DataFrame:
-		return c.onData(f)
+		return c.onData(f, rb)
 	case *h2frame.HeadersFrame:
-		return c.onHeaders(f)
+		return c.onHeaders(f, rb)
 	case *h2frame.PriorityFrame:
 		return nil // accepted and ignored (RFC 9113 §5.3.2)
 	case *h2frame.RSTStreamFrame:
@@ -606,8 +617,9 @@ func closedTag(id uint32) uint16 {
 	return uint16(id>>1) + 1
 }
 
-// onData handles a DATA frame. f.Data is owned by us from here on.
-func (c *Conn) onData(f *h2frame.DataFrame) *Error {
+// onData handles a DATA frame. f.Data is owned by us from here on. With a
+// batch (readbatch.go) it may find mu held, and leaves it held on success.
+func (c *Conn) onData(f *h2frame.DataFrame, rb *readBatch) *Error {
 	if f.Sink != nil {
 		defer f.Sink.Free() // the landing's reference, whatever becomes of the frame (sink.go)
 	}
@@ -636,7 +648,7 @@ func (c *Conn) onData(f *h2frame.DataFrame) *Error {
 	} else {
 		c.emptyData = 0
 	}
-	c.mu.Lock()
+	c.lockFrame(rb)
 	// The connection window is given back on receipt.
 	if inc := c.inflow.credit(int(f.FlowLen), c.connWindow); inc > 0 {
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: 0, val: inc}, false)
@@ -659,7 +671,7 @@ func (c *Conn) onData(f *h2frame.DataFrame) *Error {
 		// in any case, and answering each would count against the
 		// reset limit.
 		late := !idle && s == nil && c.wasResetLocked(id)
-		c.mu.Unlock()
+		c.unlockFrame(rb)
 		if b != nil {
 			b.Free() // no stream to deliver to
 		}
@@ -672,7 +684,7 @@ func (c *Conn) onData(f *h2frame.DataFrame) *Error {
 		return c.resetStream(id, h2frame.ErrCodeStreamClosed, "data_on_closed_stream")
 	}
 	if s.local && !s.gotHeaders {
-		c.mu.Unlock()
+		c.unlockFrame(rb)
 		if b != nil {
 			b.Free() // frame payload refused
 		}
@@ -681,14 +693,14 @@ func (c *Conn) onData(f *h2frame.DataFrame) *Error {
 	}
 	st, terr := s.state.recvData(end)
 	if terr != nil {
-		c.mu.Unlock()
+		c.unlockFrame(rb)
 		if b != nil {
 			b.Free() // frame payload refused
 		}
 		return c.resetStream(id, h2frame.ErrCodeStreamClosed, "data_on_half_closed_stream")
 	}
 	if !s.in.take(f.FlowLen) {
-		c.mu.Unlock()
+		c.unlockFrame(rb)
 		if b != nil {
 			b.Free() // frame payload refused
 		}
@@ -702,7 +714,7 @@ func (c *Conn) onData(f *h2frame.DataFrame) *Error {
 	}
 	s.recvBytes += int64(n)
 	if s.contentLength >= 0 && (s.recvBytes > s.contentLength || (end && s.recvBytes != s.contentLength)) {
-		c.mu.Unlock()
+		c.unlockFrame(rb)
 		if b != nil {
 			b.Free() // frame payload refused
 		}
@@ -712,13 +724,9 @@ func (c *Conn) onData(f *h2frame.DataFrame) *Error {
 	if end {
 		s.recvEOF = true
 	}
-	s.signalRecv()
+	s.signalRecvFrame(rb)
 	c.setStateLocked(s, st)
-	arrived := s.takeArrivalLocked()
-	c.mu.Unlock()
-	if arrived != nil {
-		arrived.RequestArrived()
-	}
+	c.doneFrame(rb, s.takeArrivalLocked())
 	return nil
 }
 

@@ -338,7 +338,7 @@ func (c *Conn) readLoop(idle bool) (*Error, bool) {
 			rn = nil
 			continue
 		}
-		if cerr := c.handleRead(f, err); cerr != nil {
+		if cerr := c.handleRead(f, err, nil); cerr != nil {
 			c.flushInline()
 			return cerr, false
 		}
@@ -547,6 +547,9 @@ type readSource struct {
 	fed        *bufpool.Buffer // the next bytes, read elsewhere; owned here until taken
 	wait       time.Duration   // bound of a wait for bytes; 0: for good
 	fedOnly    bool
+	// batchHeld: the reader holds mu across the frames of a read
+	// (readbatch.go).
+	batchHeld bool
 	// awaiting is set while a server waits for the client's greeting, and
 	// greeting holds its bytes that came in parts (greeting.go).
 	greeting []byte
@@ -688,7 +691,7 @@ func (c *Conn) readAsCaller() {
 			c.startReader()
 			return
 		}
-		if cerr := c.handleRead(f, err); cerr != nil {
+		if cerr := c.handleRead(f, err, nil); cerr != nil {
 			c.endAsCaller(cerr)
 			c.mu.Lock()
 			return
@@ -1009,6 +1012,9 @@ func (d *connReadHandler) HandleRead(b *bufpool.Buffer) (bool, error) {
 	// says ErrWouldBlock once they are parsed.
 	c.src.fedOnly = true
 	defer func() { c.src.fedOnly = false }()
+	// The read's frames take mu once, and wake what they made runnable
+	// once it is let go (readbatch.go).
+	var rb readBatch
 	goAway := false
 	for {
 		f, err := c.fr.ReadFrame()
@@ -1016,13 +1022,18 @@ func (d *connReadHandler) HandleRead(b *bufpool.Buffer) (bool, error) {
 			break
 		}
 		goAway = goAway || err == nil && f.Header().Type == h2frame.TypeGoAway
-		if cerr := c.handleRead(f, err); cerr != nil {
+		if cerr := c.handleRead(f, err, &rb); cerr != nil {
+			c.endBatch(&rb)
 			c.flushInline()
 			return false, cerr
 		}
 	}
+	c.stampRead()
+	c.lockFrame(&rb)
+	lone := c.afterReadsLocked()
+	c.endBatch(&rb)
 	c.flushInline() // ReadEach runs nothing inline: RunInline is for lone calls
-	if lone := c.afterReads(); lone || goAway {
+	if lone || goAway {
 		if lone {
 			runtime.Gosched() // as settleBatch does
 		}

@@ -7,23 +7,23 @@ import (
 
 // onHeaders handles a HEADERS frame (CONTINUATIONs merged by h2frame): a new
 // request on a server, response headers or trailers on an open stream.
-func (c *Conn) onHeaders(f *h2frame.HeadersFrame) *Error {
+func (c *Conn) onHeaders(f *h2frame.HeadersFrame, rb *readBatch) *Error {
 	id := f.StreamID
 	end := f.EndStream()
-	c.mu.Lock()
+	c.lockFrame(rb)
 	if s := c.streams[id]; s != nil && s.state != stateIdle {
-		return c.onStreamHeadersLocked(s, f)
+		return c.onStreamHeadersLocked(s, f, rb)
 	}
 	if c.role == RoleClient {
 		idle := c.idleLocked(id)
-		c.mu.Unlock()
+		c.unlockFrame(rb)
 		if idle {
 			return connErr(h2frame.ErrCodeProtocol, "headers_on_idle_stream")
 		}
 		return nil // a response to a stream we reset: discarded (§5.1 closed)
 	}
 	if !c.isPeerID(id) {
-		c.mu.Unlock()
+		c.unlockFrame(rb)
 		return connErr(h2frame.ErrCodeProtocol, "headers_on_server_stream_id")
 	}
 	if id <= c.maxPeerID {
@@ -33,7 +33,7 @@ func (c *Conn) onHeaders(f *h2frame.HeadersFrame) *Error {
 		// answered first. Their block was decoded, so HPACK stays in step.
 		late := c.wasResetLocked(id)
 		closed := c.wasClosedLocked(id)
-		c.mu.Unlock()
+		c.unlockFrame(rb)
 		if late && end {
 			return nil
 		}
@@ -44,12 +44,12 @@ func (c *Conn) onHeaders(f *h2frame.HeadersFrame) *Error {
 	}
 	c.maxPeerID = id
 	if c.closing {
-		c.mu.Unlock()
+		c.unlockFrame(rb)
 		return nil
 	}
 	refuse := func(code h2frame.ErrCode, reason string) *Error {
 		c.rememberClosedLocked(id, true)
-		c.mu.Unlock()
+		c.unlockFrame(rb)
 		return c.resetStream(id, code, reason)
 	}
 	if c.goAwaySent && id > c.goAwayLastID {
@@ -72,7 +72,7 @@ func (c *Conn) onHeaders(f *h2frame.HeadersFrame) *Error {
 		if !end {
 			c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: id, code: h2frame.ErrCodeNo}, true)
 		}
-		c.mu.Unlock()
+		c.unlockFrame(rb)
 		return c.countResets(oversizedListWeight)
 	}
 	clen, reason := checkRequest(f.Fields)
@@ -90,19 +90,19 @@ func (c *Conn) onHeaders(f *h2frame.HeadersFrame) *Error {
 	s.recvEOF = end
 	st, _ := stateIdle.recvHeaders(end)
 	s.state = st
-	c.mu.Unlock()
+	c.unlockFrame(rb)
 	c.handler.HandleStream(s)
 	return nil
 }
 
 // onStreamHeadersLocked handles HEADERS on a stream that exists: response
 // headers (client), or trailers, which must end the stream. Called with mu
-// held; releases it.
-func (c *Conn) onStreamHeadersLocked(s *Stream, f *h2frame.HeadersFrame) *Error {
+// held; releases it, unless a batch keeps it (readbatch.go).
+func (c *Conn) onStreamHeadersLocked(s *Stream, f *h2frame.HeadersFrame, rb *readBatch) *Error {
 	id := s.id
 	end := f.EndStream()
 	reset := func(code h2frame.ErrCode, reason string) *Error {
-		c.mu.Unlock()
+		c.unlockFrame(rb)
 		return c.resetStream(id, code, reason)
 	}
 	if !s.state.canRecv() {
@@ -123,7 +123,7 @@ func (c *Conn) onStreamHeadersLocked(s *Stream, f *h2frame.HeadersFrame) *Error 
 			if end {
 				return reset(h2frame.ErrCodeProtocol, "informational_end_stream")
 			}
-			c.mu.Unlock()
+			c.unlockFrame(rb)
 			return nil // 1xx: skipped
 		}
 		s.hdrs = append(s.hdrs[:0], f.Fields...)
@@ -160,13 +160,9 @@ func (c *Conn) onStreamHeadersLocked(s *Stream, f *h2frame.HeadersFrame) *Error 
 		s.endSinkLocked()
 	}
 	st, _ := s.state.recvHeaders(end)
-	s.signalRecv()
+	s.signalRecvFrame(rb)
 	c.setStateLocked(s, st)
-	arrived := s.takeArrivalLocked() // a request's trailers end it
-	c.mu.Unlock()
-	if arrived != nil {
-		arrived.RequestArrived()
-	}
+	c.doneFrame(rb, s.takeArrivalLocked()) // a request's trailers end it
 	return nil
 }
 

@@ -54,15 +54,24 @@ type connSink Conn
 // DataDest implements h2frame.DataSink.
 func (cs *connSink) DataDest(id uint32, n int) (*bufpool.Buffer, []byte) {
 	c := (*Conn)(cs)
-	c.mu.Lock()
+	// On the reader's goroutine: it may hold mu for its read's frames
+	// (readbatch.go).
+	held := c.src != nil && c.src.batchHeld
+	if !held {
+		c.mu.Lock()
+	}
 	s := c.streams[id]
 	if s == nil || s.err != nil || s.recvEOF || (s.sink == nil && !s.sinkLazy) {
-		c.mu.Unlock()
+		if !held {
+			c.mu.Unlock()
+		}
 		return nil, nil
 	}
 	k := min(n, s.sinkEnd-s.sinkOff)
 	if k <= 0 {
-		c.mu.Unlock()
+		if !held {
+			c.mu.Unlock()
+		}
 		return nil, nil
 	}
 	if s.sink == nil {
@@ -80,7 +89,9 @@ func (cs *connSink) DataDest(id uint32, n int) (*bufpool.Buffer, []byte) {
 	dst := b.Bytes()[s.sinkOff : s.sinkOff+k]
 	s.sinkOff += k              // reserved; a refused frame fails the stream
 	c.ledger().Charge(int64(k)) // the message gathered so far; released by endSinkLocked
-	c.mu.Unlock()
+	if !held {
+		c.mu.Unlock()
+	}
 	return b, dst
 }
 
