@@ -382,6 +382,14 @@ var (
 	// window). The second write is refused whole, so the first one's
 	// frames stay contiguous.
 	ErrConcurrentWrite = errors.New("h2conn: write on a stream while another write on it is in progress")
+	// ErrPseudoInTrailers is API misuse: trailers with a pseudo-header
+	// field (RFC 9113 §8.1).
+	ErrPseudoInTrailers = errors.New("h2conn: trailers with a pseudo-header field")
+	// ErrNoStatus is API misuse: a response's first HEADERS without
+	// :status (RFC 9113 §8.3.2).
+	ErrNoStatus = errors.New("h2conn: response headers without :status")
+	// ErrEmptyItem is API misuse: a SendItem without parts.
+	ErrEmptyItem = errors.New("h2conn: send of an item without parts")
 	// ErrWrongRole is API misuse: a client method on a server stream or
 	// the reverse.
 	ErrWrongRole = errors.New("h2conn: method not available in this role")

@@ -1,5 +1,7 @@
 package h2conn
 
+import "github.com/leangrpc/leangrpc/internal/hpack"
+
 // Send hands it to the connection's writer (sendslot.go says how the item
 // travels). It returns once the item is encoded (not necessarily flushed),
 // or earlier as it.Return allows; it fails, having sent nothing of it, with
@@ -9,9 +11,12 @@ package h2conn
 //     out): the second send is refused whole, so the first one's frames
 //     stay contiguous;
 //   - ErrSendClosed after an item that ended the stream;
+//   - ErrEmptyItem for an item without parts;
 //   - ErrHeadersNotSent for DATA before the HEADERS;
 //   - ErrTrailersMustEnd for HEADERS after the first that do not end the
 //     stream, or come with other parts;
+//   - ErrPseudoInTrailers for trailers with a pseudo-header field, and
+//     ErrNoStatus for a server's first HEADERS without :status;
 //   - a *HeaderListTooLargeError for fields over the peer's limit;
 //   - the stream's *Error once it was reset or the connection ended, also
 //     while the item waits (what is left of it is dropped).
@@ -42,6 +47,8 @@ func (s *Stream) Send(it SendItem) error {
 	}
 	if err := s.sendableLocked(&it); err != nil {
 		sl.sender = false
+		// Frames an earlier item held for this one go now (SendItem.Hold).
+		c.flushLocked()
 		c.mu.Unlock()
 		it.free()
 		return err
@@ -75,9 +82,11 @@ func (s *Stream) sendableLocked(it *SendItem) error {
 		return err
 	}
 	switch {
+	case it.Parts == 0:
+		return ErrEmptyItem
 	case s.err != nil:
 		return s.err
-	case sl.state != slotEmpty || it.Parts == 0:
+	case sl.state != slotEmpty:
 		return ErrConcurrentWrite
 	}
 	if it.Parts&PartHeaders == 0 {
@@ -93,15 +102,44 @@ func (s *Stream) sendableLocked(it *SendItem) error {
 			return ErrSendClosed
 		case sl.headersSent && (it.Parts != PartHeaders || !it.End):
 			return ErrTrailersMustEnd
+		case sl.headersSent && hasPseudo(it.Headers):
+			return ErrPseudoInTrailers
+		case !sl.headersSent && !s.local && !hasStatus(it.Headers):
+			return ErrNoStatus
 		}
 		if err := s.conn.headerListFitsLocked(it.Headers); err != nil {
 			return err
 		}
 	}
 	if it.Parts&PartTrailers != 0 {
+		if hasPseudo(it.Trailers) {
+			return ErrPseudoInTrailers
+		}
 		return s.conn.headerListFitsLocked(it.Trailers)
 	}
 	return nil
+}
+
+// hasStatus reports whether fields hold :status, which a response's
+// first HEADERS must (RFC 9113 §8.3.2).
+func hasStatus(fields []hpack.HeaderField) bool {
+	for i := range fields {
+		if fields[i].Name == ":status" {
+			return true
+		}
+	}
+	return false
+}
+
+// hasPseudo reports whether fields hold a pseudo-header, which trailers
+// must not (RFC 9113 §8.1): the peer would reset the stream.
+func hasPseudo(fields []hpack.HeaderField) bool {
+	for i := range fields {
+		if n := fields[i].Name; n != "" && n[0] == ':' {
+			return true
+		}
+	}
+	return false
 }
 
 // awaitEarlierLocked waits for a detached item to go out and takes the

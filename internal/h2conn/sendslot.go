@@ -98,7 +98,9 @@ type SendItem struct {
 	// Hold lets the item's frames wait unflushed for the stream's next
 	// item when nothing else waits to be written and the caller writes
 	// them itself: it sends again at once (a message, then the trailers),
-	// and both leave in one system call. Any later writer flushes them.
+	// and both leave in one system call. Any later writer flushes them, and
+	// so does a send that is refused. An item that ends the stream is
+	// never held.
 	Hold   bool
 	Return ReturnPolicy
 }
@@ -276,11 +278,14 @@ func firstPart(parts Parts) Parts { return parts & -parts }
 // queue puts it in the empty slot.
 func (sl *sendSlot) queue(it SendItem) {
 	sl.to(evQueue)
-	sl.item, sl.off, sl.result = it, 0, nil
-	sl.phase = firstPart(it.Parts)
 	if it.ends() {
+		// Nothing of the stream follows an item that ends it: its frames
+		// must not wait for a next item.
+		it.Hold = false
 		sl.ended = true
 	}
+	sl.item, sl.off, sl.result = it, 0, nil
+	sl.phase = firstPart(it.Parts)
 }
 
 // detach lets the sender of the queued item return, copying the fields it
@@ -322,7 +327,7 @@ func (sl *sendSlot) joinable() bool {
 // join adds the DATA item it to the detached HEADERS in the slot.
 func (sl *sendSlot) join(it SendItem) {
 	sl.item.Parts |= PartData
-	sl.item.Data, sl.item.End, sl.item.Hold = it.Data, it.End, it.Hold
+	sl.item.Data, sl.item.End, sl.item.Hold = it.Data, it.End, it.Hold && !it.End
 	sl.item.Return = it.Return
 	if it.End {
 		sl.ended = true
