@@ -99,7 +99,15 @@ func (s *Stream) signalRecvFrame(rb *readBatch) {
 // endBatch lets go of the batch's hold of mu, if any, then wakes the
 // receivers the batch collected.
 func (c *Conn) endBatch(rb *readBatch) {
+	if rb == nil {
+		return
+	}
 	c.releaseBatch(rb)
+	rb.wakeAll()
+}
+
+// wakeAll signals the receivers the batch collected.
+func (rb *readBatch) wakeAll() {
 	for i := range rb.nw {
 		select {
 		case rb.wake[i] <- struct{}{}:

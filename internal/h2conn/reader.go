@@ -681,9 +681,21 @@ func (c *Conn) setReadWait(d time.Duration) {
 // goes on under it (one round trip fewer per call).
 func (c *Conn) readAsCaller() {
 	c.setReadWait(callerReadWait)
+	// The frames that came in one read take mu once (readbatch.go): the
+	// hold lasts while the next frame is whole in the read buffer, so
+	// that no read of the socket happens under it.
+	var batch readBatch
+	var rb *readBatch
+	if c.src != nil {
+		rb = &batch
+	}
 	for {
+		if rb != nil && c.src.batchHeld && !c.fr.NextFrameBuffered() {
+			c.endBatch(rb)
+		}
 		f, err := c.fr.ReadFrame()
 		if err == h2frame.ErrWouldBlock {
+			c.endBatch(rb)
 			c.flushInline()
 			c.setReadWait(c.idleWait())
 			c.mu.Lock()
@@ -691,7 +703,8 @@ func (c *Conn) readAsCaller() {
 			c.startReader()
 			return
 		}
-		if cerr := c.handleRead(f, err, nil); cerr != nil {
+		if cerr := c.handleRead(f, err, rb); cerr != nil {
+			c.endBatch(rb)
 			c.endAsCaller(cerr)
 			c.mu.Lock()
 			return
@@ -703,7 +716,13 @@ func (c *Conn) readAsCaller() {
 	c.flushInline()
 	c.stampRead()
 	c.setReadWait(c.idleWait())
-	c.mu.Lock()
+	c.lockFrame(rb)
+	// The caller goes on under mu as an ordinary hold of it; the receivers
+	// the frames woke are signaled now, under it (one each at most).
+	if rb != nil {
+		c.src.batchHeld = false
+		rb.wakeAll()
+	}
 	c.creditReadLocked()
 	c.ensureWriterLocked()
 	if c.offerAfterBatchLocked() {

@@ -273,6 +273,17 @@ func (r *Reader) Buffered() int {
 	return r.w - r.r
 }
 
+// NextFrameBuffered reports whether the next frame, header and payload, is
+// in the read buffer: ReadFrame then returns it without asking its source
+// for bytes, so a caller may hold a lock across it.
+func (r *Reader) NextFrameBuffered() bool {
+	if r.frames == nil || r.w-r.r < HeaderLen {
+		return false
+	}
+	p := r.rb[r.r:r.w]
+	return HeaderLen+(int(p[0])<<16|int(p[1])<<8|int(p[2])) <= len(p)
+}
+
 // Close releases the read buffer; the Reader is unusable afterwards.
 func (r *Reader) Close() {
 	if r.frames != nil {
