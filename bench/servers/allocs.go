@@ -18,13 +18,13 @@ import (
 // servers report their heap allocation totals (runtime.MemStats) when they
 // stop (-memstats), which covers the whole process: start-up, the check
 // call, the warm-up and the measured window, whose requests are all
-// counted. tonic's allocations are calls to libc's allocator, counted by
-// perf over the measured window through uprobes, which slow it down (the
-// counts hold, its speed does not).
+// counted. tonic's and nghttpd's allocations are calls to libc's
+// allocator, counted by perf over the measured window through uprobes,
+// which slow them down (the counts hold, their speed does not).
 
 // libcAllocProbes are the perf events for libc's allocation entry points;
 // Rust's default global allocator calls malloc, calloc (zeroed) and
-// realloc (growth).
+// realloc (growth), and C++'s operator new calls malloc.
 var libcAllocProbes = []string{"probe_libc:malloc", "probe_libc:calloc", "probe_libc:realloc"}
 
 // allocCounts is what an -allocs run found.
@@ -72,10 +72,10 @@ func parsePerfCounts(out string) (map[string]int64, error) {
 // window and counts its allocations.
 func measureAllocs(ctx context.Context, o options, name, bin, body string) (allocCounts, error) {
 	var args []string
-	if name != serverTonic {
+	if isGoServer(name) {
 		args = append(args, "-memstats")
 	}
-	srv, err := startServer(ctx, name, bin, args...)
+	srv, err := startLoadServer(ctx, o, name, bin, args...)
 	if err != nil {
 		return allocCounts{}, err
 	}
@@ -86,7 +86,7 @@ func measureAllocs(ctx context.Context, o options, name, bin, body string) (allo
 	if err != nil {
 		return c, err
 	}
-	if name != serverTonic {
+	if isGoServer(name) {
 		c.allocs, c.bytes, err = parseMemstats(srv.log.String())
 		c.detail = "runtime.MemStats over the whole process"
 	}
@@ -95,7 +95,7 @@ func measureAllocs(ctx context.Context, o options, name, bin, body string) (allo
 
 func measureAllocsStarted(ctx context.Context, o options, srv *serverProc, body string) (allocCounts, error) {
 	var c allocCounts
-	if err := verifyUnary(ctx, srv.addr, o.payload); err != nil {
+	if err := verifyAnswer(ctx, o, srv); err != nil {
 		return c, err
 	}
 	c.requests = 1
@@ -109,7 +109,7 @@ func measureAllocsStarted(ctx context.Context, o options, srv *serverProc, body 
 	var perf *exec.Cmd
 	var perfOut string
 	var perfErr *strings.Builder
-	if srv.name == serverTonic {
+	if !isGoServer(srv.name) {
 		f, err := os.CreateTemp("", "perf-*.csv")
 		if err != nil {
 			return c, err
@@ -161,6 +161,10 @@ func measureAllocsStarted(ctx context.Context, o options, srv *serverProc, body 
 	}
 	return c, nil
 }
+
+// isGoServer tells whether a server is the interop server program, which
+// reports its own allocation totals.
+func isGoServer(name string) bool { return name == serverLeangrpc || name == serverGrpcGo }
 
 func writeAllocs(w io.Writer, name string, c allocCounts, err error) {
 	if err != nil {

@@ -122,9 +122,12 @@ func (l *legitClient) window(from, to time.Time) (p50 time.Duration, ok, failed 
 func runAttacks(ctx context.Context, o options, bins map[string]string, out io.Writer) error {
 	fmt.Fprintf(out, "# %s; each attack %v on a fresh server with default options, a legitimate client calling UnaryCall one at a time throughout\n",
 		machine(), o.attackDuration)
+	if contains(o.servers, serverNghttpd) {
+		fmt.Fprintln(out, "# nghttpd left out: the attacks and the legitimate client's calls are gRPC")
+	}
 	var results []attackResult
 	for _, a := range o.attacks {
-		for _, name := range o.servers {
+		for _, name := range grpcServers(o.servers) {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

@@ -32,12 +32,20 @@ func repoRoot(ctx context.Context) (string, error) {
 // buildServers builds the selected servers and returns each one's binary.
 // The Go servers are the interop server program, built once per
 // transport. tonic builds at low priority with few jobs, as the machine it
-// runs on is often shared.
+// runs on is often shared. nghttpd is installed, as h2load is; it is
+// looked up here so that a missing one fails before any run.
 func buildServers(ctx context.Context, o options, root string, log io.Writer) (map[string]string, error) {
 	bins := map[string]string{
 		serverLeangrpc: filepath.Join(o.binDir, "leangrpc-server"),
 		serverGrpcGo:   filepath.Join(o.binDir, "grpcgo-server"),
 		serverTonic:    filepath.Join(root, tonicDir, "target", "release", "tonic-testserver"),
+	}
+	if contains(o.servers, serverNghttpd) {
+		path, err := exec.LookPath(o.nghttpd)
+		if err != nil {
+			return nil, fmt.Errorf("nghttpd (Debian: nghttp2-server; or -servers without it): %v", err)
+		}
+		bins[serverNghttpd] = path
 	}
 	if o.skipBuild {
 		for _, s := range o.servers {
@@ -50,6 +58,8 @@ func buildServers(ctx context.Context, o options, root string, log io.Writer) (m
 	for _, s := range o.servers {
 		var cmd *exec.Cmd
 		switch s {
+		case serverNghttpd:
+			continue
 		case serverLeangrpc:
 			cmd = exec.CommandContext(ctx, "go", "build", "-o", bins[s], "./interop/server")
 		case serverGrpcGo:

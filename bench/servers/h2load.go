@@ -44,11 +44,23 @@ func unaryRequestFrame(payload int) []byte {
 	return grpcFrame(msg)
 }
 
+// unaryResponseFrame is the DATA of a successful answer to
+// unaryRequestFrame: grpc-go's interop server answers with a payload of
+// zeros of the asked size and of the default type, which proto3 does not
+// encode. nghttpd serves these bytes as a static file.
+func unaryResponseFrame(payload int) []byte {
+	msg, err := proto.Marshal(&testpb.SimpleResponse{Payload: &testpb.Payload{Body: make([]byte, payload)}})
+	if err != nil {
+		panic(err) // cannot fail for this message
+	}
+	return grpcFrame(msg)
+}
+
 // unaryResponseFrameLen is the size of the DATA a successful response
 // carries. An error status comes as trailers only, without DATA, so the
 // received DATA bytes tell whether every response succeeded.
 func unaryResponseFrameLen(payload int) int64 {
-	return 5 + int64(proto.Size(&testpb.SimpleResponse{Payload: &testpb.Payload{Body: make([]byte, payload)}}))
+	return int64(len(unaryResponseFrame(payload)))
 }
 
 // h2loadResult is what h2load reported about one run.

@@ -85,7 +85,7 @@ func measureLoad(ctx context.Context, o options, name, bin, body string, round i
 	if x.cpuProfile != "" {
 		args = append(args, "-cpuprofile", x.cpuProfile)
 	}
-	srv, err := startServer(ctx, name, bin, args...)
+	srv, err := startLoadServer(ctx, o, name, bin, args...)
 	if err != nil {
 		r.err = err
 		return r
@@ -97,8 +97,26 @@ func measureLoad(ctx context.Context, o options, name, bin, body string, round i
 	return r
 }
 
+// startLoadServer starts the named server for h2load's runs; args go to
+// the gRPC servers.
+func startLoadServer(ctx context.Context, o options, name, bin string, args ...string) (*serverProc, error) {
+	if name == serverNghttpd {
+		return startNghttpd(ctx, o, bin)
+	}
+	return startServer(ctx, name, bin, args...)
+}
+
+// verifyAnswer checks, before a server is measured, that it answers
+// h2load's request as it should.
+func verifyAnswer(ctx context.Context, o options, srv *serverProc) error {
+	if srv.name == serverNghttpd {
+		return verifyStaticAnswer(ctx, srv.addr, o.payload)
+	}
+	return verifyUnary(ctx, srv.addr, o.payload)
+}
+
 func measureStarted(ctx context.Context, o options, srv *serverProc, body string, x loadExtras, r *runResult) error {
-	if err := verifyUnary(ctx, srv.addr, o.payload); err != nil {
+	if err := verifyAnswer(ctx, o, srv); err != nil {
 		return err
 	}
 	if o.warmup > 0 {

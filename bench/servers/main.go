@@ -2,6 +2,8 @@
 // grpc.testing.TestService under one load generator: leangrpc's and
 // grpc-go's (the interop server program in interop/server, built for each
 // transport) and a minimal Rust tonic server (tonic/ beside this file).
+// nghttpd, nghttp2's C HTTP/2 server, serving the gRPC answer's bytes as a
+// static file, is the floor beside them: HTTP/2 alone, with no gRPC work.
 //
 // h2load, nghttp2's C load generator, drives every server the same way
 // (unary calls over a few connections with many concurrent streams), so
@@ -18,8 +20,9 @@
 //	go run ./bench/servers -rounds 1 -servers leangrpc,grpc-go
 //	go run ./bench/servers -attacks all -servers leangrpc,grpc-go
 //
-// It needs Linux (/proc), h2load (Debian: nghttp2-client) and, for tonic,
-// cargo and protoc (Debian: protobuf-compiler). See README.md.
+// It needs Linux (/proc), h2load (Debian: nghttp2-client), nghttpd
+// (Debian: nghttp2-server) and, for tonic, cargo and protoc (Debian:
+// protobuf-compiler). See README.md.
 package main
 
 import (
@@ -41,9 +44,25 @@ const (
 	serverTonic    = "tonic"
 	serverLeangrpc = "leangrpc"
 	serverGrpcGo   = "grpc-go"
+	serverNghttpd  = "nghttpd"
 )
 
-var allServers = []string{serverTonic, serverLeangrpc, serverGrpcGo}
+var allServers = []string{serverTonic, serverLeangrpc, serverGrpcGo, serverNghttpd}
+
+// isGRPCServer tells whether a server serves gRPC: nghttpd serves a static
+// answer to one URL, so only the h2load runs apply to it.
+func isGRPCServer(name string) bool { return name != serverNghttpd }
+
+// grpcServers are the gRPC servers of list, in its order.
+func grpcServers(list []string) []string {
+	var out []string
+	for _, s := range list {
+		if isGRPCServer(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // options are the command's flags.
 type options struct {
@@ -57,6 +76,7 @@ type options struct {
 	streaming  bool
 	servers    []string
 	h2load     string
+	nghttpd    string
 	binDir     string
 	skipBuild  bool
 	cargoJobs  int
@@ -85,12 +105,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.idleConns, "idle_conns", 2000, "Idle connections for the RSS-per-connection row; 0 skips it")
 	list := fs.String("servers", strings.Join(allServers, ","), "Comma-separated servers to run: "+strings.Join(allServers, ", "))
 	fs.StringVar(&o.h2load, "h2load", "h2load", "The h2load program")
+	fs.StringVar(&o.nghttpd, "nghttpd", "nghttpd", "The nghttpd program")
 	fs.StringVar(&o.binDir, "bindir", "", "Where to put the Go servers' binaries; empty means a temporary directory")
 	fs.BoolVar(&o.skipBuild, "skip_build", false, "Use the binaries already in -bindir and tonic's target/release")
 	fs.IntVar(&o.cargoJobs, "cargo_jobs", 1, "cargo build -j: jobs for building tonic (run at nice 10)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "After the rounds, profile one more leangrpc run into this file")
 	fs.BoolVar(&o.strace, "strace", false, "After the rounds, count syscalls per request of each server with strace -c -f")
-	fs.BoolVar(&o.allocs, "allocs", false, "After the rounds, count allocations per request of each server (tonic: needs perf and libc uprobes, see README)")
+	fs.BoolVar(&o.allocs, "allocs", false, "After the rounds, count allocations per request of each server (tonic and nghttpd: need perf and libc uprobes, see README)")
 	attacker := fs.String(attackerFlag, "", "Internal: be the attacking process of -attacks for this attack")
 	attackAddr := fs.String("attack_addr", "", "Internal: the attacking process's target")
 	attackList := fs.String("attacks", "", "Instead of the load runs, attack each server: a comma-separated list of "+strings.Join(attackNames(), ", ")+", or all")
@@ -224,6 +245,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := os.WriteFile(body, unaryRequestFrame(o.payload), 0o644); err != nil {
 		return err
 	}
+	if contains(o.servers, serverNghttpd) {
+		if err := writeNghttpdDocRoot(nghttpdDocRoot(o.binDir), o.payload); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(out, "# %s; h2load -c %d -m %d, %v after %v warm-up, UnaryCall with %d-byte payloads, %d round(s)\n",
 		machine(), o.clients, o.streams, o.duration, o.warmup, o.payload, o.rounds)
 
@@ -239,7 +265,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			runs = append(runs, r)
 		}
 		if o.streaming {
-			for _, name := range o.servers {
+			for _, name := range grpcServers(o.servers) {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -249,7 +275,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			}
 		}
 		if o.idleConns > 0 {
-			for _, name := range o.servers {
+			for _, name := range grpcServers(o.servers) {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -263,7 +289,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	writeReport(out, o.servers, runs, idle)
 	if o.streaming {
 		fmt.Fprintln(out)
-		writeStreamReport(out, o.servers, streams)
+		writeStreamReport(out, grpcServers(o.servers), streams)
 	}
 
 	if o.strace {
@@ -274,7 +300,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 	}
 	if o.allocs {
-		fmt.Fprintln(out, "\n# allocations per request (tonic under uprobes: compare counts, not speed)")
+		fmt.Fprintln(out, "\n# allocations per request (tonic and nghttpd under uprobes: compare counts, not speed)")
 		for _, name := range o.servers {
 			c, err := measureAllocs(ctx, o, name, bins[name], body)
 			writeAllocs(out, name, c, err)

@@ -29,42 +29,32 @@ type serverProc struct {
 	log  *lineTail
 	done chan struct{} // closed when the process has exited
 	err  error         // Wait's result, set before done closes
+	// endsOnSIGTERM is set for a server without a SIGTERM handler
+	// (nghttpd): the signal's default action, death by it, is then the
+	// normal end that stop asks for, not a failure.
+	endsOnSIGTERM bool
 }
 
 // listeningRE finds the address in the line each server prints once it
 // listens: "... listening on 127.0.0.1:PORT".
 var listeningRE = regexp.MustCompile(`listening on (\S+)`)
 
-// startServer starts bin on a free loopback port and waits until it
-// listens.
+// startServer starts a gRPC server, bin, on a free loopback port and waits
+// until it listens.
 func startServer(ctx context.Context, name, bin string, args ...string) (*serverProc, error) {
-	cmd := exec.Command(bin, append([]string{"-port", "0"}, args...)...)
-	stderr, err := cmd.StderrPipe()
+	addrc := make(chan string, 1)
+	p, err := launch(name, exec.Command(bin, append([]string{"-port", "0"}, args...)...), func(line string) {
+		if m := listeningRE.FindStringSubmatch(line); m != nil {
+			select {
+			case addrc <- m[1]:
+			default:
+			}
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("%s: %v", name, err)
-	}
-	p := &serverProc{name: name, cmd: cmd, log: &lineTail{max: 40}, done: make(chan struct{})}
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			p.log.add(line)
-			if m := listeningRE.FindStringSubmatch(line); m != nil {
-				select {
-				case addrc <- m[1]:
-				default:
-				}
-			}
-		}
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t := time.NewTimer(15 * time.Second)
+	t := time.NewTimer(startTimeout)
 	defer t.Stop()
 	select {
 	case p.addr = <-addrc:
@@ -76,6 +66,34 @@ func startServer(ctx context.Context, name, bin string, args ...string) (*server
 	}
 	p.stop()
 	return nil, fmt.Errorf("%s did not report a listening address\n%s", name, p.log)
+}
+
+// startTimeout bounds how long a server may take to start listening.
+const startTimeout = 15 * time.Second
+
+// launch starts cmd, keeps the tail of its stderr for error messages and
+// passes each stderr line to onLine.
+func launch(name string, cmd *exec.Cmd, onLine func(string)) (*serverProc, error) {
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	p := &serverProc{name: name, cmd: cmd, log: &lineTail{max: 40}, done: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.log.add(line)
+			onLine(line)
+		}
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
 }
 
 // stop asks the server to stop (SIGTERM), kills it if it has not exited
@@ -95,10 +113,21 @@ func (p *serverProc) stop() error {
 			return fmt.Errorf("%s did not stop on SIGTERM; killed", p.name)
 		}
 	}
-	if p.err != nil {
+	if p.err != nil && !(p.endsOnSIGTERM && terminatedBySIGTERM(p.err)) {
 		return fmt.Errorf("%s: %v\n%s", p.name, p.err, p.log)
 	}
 	return nil
+}
+
+// terminatedBySIGTERM tells whether a Wait error says the process died of
+// SIGTERM.
+func terminatedBySIGTERM(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM
 }
 
 func (p *serverProc) pid() int { return p.cmd.Process.Pid }

@@ -85,7 +85,9 @@ func writeReport(w io.Writer, servers []string, runs []runResult, idle []idleRes
 				fmt.Sprintf("%.2f", m.switchesPerReq), fmt.Sprintf("%.1f", m.clientCPUPerReq)}
 		}
 		rss := "-"
-		if m.idleRounds > 0 {
+		if !isGRPCServer(s) {
+			rss = "—" // the idle connections are gRPC clients'
+		} else if m.idleRounds > 0 {
 			rss = fmt.Sprintf("%.1f KB", m.idlePerConn/1000)
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %d |\n", s, strings.Join(load, " | "), rss, m.rounds)
@@ -110,14 +112,15 @@ func writeStreamReport(w io.Writer, servers []string, runs []runResult) {
 	writeRatios(w, sum, false)
 }
 
-// writeRatios prints leangrpc's ratios to the other servers.
+// writeRatios prints leangrpc's ratios to the other servers; the one to
+// nghttpd, the floor, says what leangrpc costs over HTTP/2 alone.
 func writeRatios(w io.Writer, sum map[string]serverSummary, withIdle bool) {
 	lean, ok := sum[serverLeangrpc]
 	if !ok || lean.rounds == 0 {
 		return
 	}
 	fmt.Fprintln(w)
-	for _, other := range []string{serverTonic, serverGrpcGo} {
+	for _, other := range []string{serverTonic, serverGrpcGo, serverNghttpd} {
 		o, ok := sum[other]
 		if !ok || o.rounds == 0 {
 			continue

@@ -24,8 +24,11 @@ func TestParseFlagsDefaults(t *testing.T) {
 		o.clients != 2 || o.streams != 50 || o.idleConns != 2000 || o.cargoJobs != 1 {
 		t.Errorf("defaults = %+v", o)
 	}
-	if got := strings.Join(o.servers, ","); got != "tonic,leangrpc,grpc-go" {
-		t.Errorf("servers = %q, want the round order tonic,leangrpc,grpc-go", got)
+	if got := strings.Join(o.servers, ","); got != "tonic,leangrpc,grpc-go,nghttpd" {
+		t.Errorf("servers = %q, want the round order tonic,leangrpc,grpc-go,nghttpd", got)
+	}
+	if got := strings.Join(grpcServers(o.servers), ","); got != "tonic,leangrpc,grpc-go" {
+		t.Errorf("gRPC servers = %q, want all but nghttpd", got)
 	}
 }
 
@@ -224,6 +227,7 @@ func TestWriteReport(t *testing.T) {
 		{server: serverLeangrpc, round: 2, reqPerSec: 900, requests: 9000, cpu: 180 * time.Millisecond, clientCPU: 72 * time.Millisecond, ctxsw: 9000},
 		{server: serverLeangrpc, round: 3, reqPerSec: 1, err: errors.New("boom")},
 		{server: serverGrpcGo, round: 1, err: errors.New("boom")},
+		{server: serverNghttpd, round: 1, reqPerSec: 2000, requests: 20000, cpu: 100 * time.Millisecond, clientCPU: 180 * time.Millisecond, ctxsw: 2000},
 	}
 	idle := []idleResult{
 		{server: serverTonic, conns: 100, base: 1 << 20, loaded: 1<<20 + 2_000_000},
@@ -236,7 +240,9 @@ func TestWriteReport(t *testing.T) {
 		"| tonic | 1000 | 20.0 | 0.50 | 10.0 | 20.0 KB | 1 |",
 		"| leangrpc | 850 | 22.5 | 1.00 | 9.0 | 5.0 KB | 2 |", // medians of the two good rounds
 		"| grpc-go | failed |",
+		"| nghttpd | 2000 | 5.0 | 0.10 | 9.0 | — | 1 |",
 		"leangrpc/tonic: req/s 0.85x, CPU per request 1.12x, context switches per request 2.00x, idle RSS per connection 0.25x",
+		"leangrpc/nghttpd: req/s 0.42x, CPU per request 4.50x, context switches per request 10.00x\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
@@ -246,11 +252,12 @@ func TestWriteReport(t *testing.T) {
 		t.Errorf("report has a ratio to a server with no good round:\n%s", out)
 	}
 
+	runs = runs[:len(runs)-1] // nghttpd has no streaming runs
 	for i := range runs {
 		runs[i].streaming = true
 	}
 	buf.Reset()
-	writeStreamReport(&buf, allServers, runs)
+	writeStreamReport(&buf, grpcServers(allServers), runs)
 	out = buf.String()
 	for _, want := range []string{
 		"| leangrpc | 850 | 22.5 | 1.00 | 9.0 | 2 |",
@@ -260,8 +267,8 @@ func TestWriteReport(t *testing.T) {
 			t.Errorf("streaming report lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "idle") {
-		t.Errorf("streaming report shows idle figures:\n%s", out)
+	if strings.Contains(out, "idle") || strings.Contains(out, serverNghttpd) {
+		t.Errorf("streaming report shows idle figures or nghttpd:\n%s", out)
 	}
 	if got := runs[1].line(); !strings.Contains(got, "streaming") || !strings.Contains(got, "msg/s") {
 		t.Errorf("streaming run line %q", got)
