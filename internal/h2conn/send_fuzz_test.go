@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,14 +46,20 @@ func fuzzSendOnce(t *testing.T, in []byte) {
 		got := make(chan *Stream, 1)
 		p := newPair(t, Config{InitialStreamWindow: window}, Config{},
 			func(*bufpool.Pool) Handler { return HandlerFunc(func(s *Stream) { got <- s }) }, false)
+		var stacks atomic.Pointer[string]
 		watchdog := time.AfterFunc(5*time.Second, func() {
 			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			println(string(buf))
+			s := string(buf[:runtime.Stack(buf, true)])
+			stacks.Store(&s)
 			p.client.Close()
 			p.server.Close()
 		})
-		defer watchdog.Stop()
+		defer func() {
+			watchdog.Stop()
+			if s := stacks.Load(); s != nil {
+				t.Fatalf("the exchange hung for 5 s; goroutines then:\n%s", *s)
+			}
+		}()
 		cs, err := p.client.NewStream(context.Background(), reqFields("/fuzz"), StreamOptions{EndStream: true})
 		if err != nil {
 			t.Fatal(err)
