@@ -43,10 +43,7 @@ func (c *Conn) unlockFrame(rb *readBatch) {
 		c.mu.Unlock()
 		return
 	}
-	if c.src.batchHeld {
-		c.src.batchHeld = false
-		c.mu.Unlock()
-	}
+	c.releaseBatch(rb)
 }
 
 // releaseBatch lets go of the batch's hold of mu, if it has one: before a
