@@ -2,6 +2,7 @@ package leangrpc_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -116,6 +117,37 @@ func BenchmarkStreamLarge(b *testing.B) {
 			}
 			s.CloseSend()
 			s.Recv()
+		})
+	}
+}
+
+// BenchmarkUnaryParallel/<pair>: 100-byte unary calls, 120 in flight on one
+// connection, as leanbench's "unary ×120" row; run it with -mutexprofile or
+// -blockprofile to see where calls wait.
+func BenchmarkUnaryParallel(b *testing.B) {
+	all := append([]pair{{"grpc-grpc", false, false}}, pairs...)
+	for _, p := range all {
+		b.Run(p.name, func(b *testing.B) {
+			addr, stop := startServerB(b, p.leanServer)
+			defer stop()
+			cc, closeCC := newClientB(b, p.leanClient, addr)
+			defer closeCC()
+			tc := testgrpc.NewTestServiceClient(cc)
+			ctx := context.Background()
+			req := &testpb.SimpleRequest{ResponseSize: 100, Payload: payload(100)}
+			if _, err := tc.UnaryCall(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+			b.SetParallelism((120 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := tc.UnaryCall(ctx, req); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
 		})
 	}
 }

@@ -125,7 +125,7 @@ func TestBDPGrowsWindowOnLatency(t *testing.T) {
 		b.Free()
 	}
 	cl.mu.Lock()
-	grown := cl.streamWindow
+	grown := cl.streamWindow.Load()
 	cl.mu.Unlock()
 	if grown <= window {
 		t.Errorf("stream window stayed at %d on a 10ms link", grown)

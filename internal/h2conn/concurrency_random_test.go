@@ -517,8 +517,12 @@ func checkConnInvariants(c *Conn, tracked map[*trackedStream]struct{}) error {
 			return fmt.Errorf("%v: closed stream %d still registered", c.role, id)
 		case s.out.n < 0 || s.out.n > h2frame.MaxWindowSize:
 			return fmt.Errorf("%v: stream %d send window %d", c.role, id, s.out.n)
-		case s.in.avail < 0 || s.in.unsent < 0 || s.in.avail+s.in.unsent > int64(c.streamWindow):
-			return fmt.Errorf("%v: stream %d receive window %+v, window %d", c.role, id, s.in, c.streamWindow)
+		}
+		s.rmu.Lock()
+		in := s.in
+		s.rmu.Unlock()
+		if in.avail < 0 || in.unsent < 0 || in.avail+in.unsent > int64(c.streamWindow.Load()) {
+			return fmt.Errorf("%v: stream %d receive window %+v, window %d", c.role, id, in, c.streamWindow.Load())
 		}
 	}
 	for ts := range tracked {

@@ -74,18 +74,21 @@ type Conn struct {
 	timers timers // guarded by mu
 
 	// Small fields, packed; guarded by mu unless marked.
-	nextID         uint32 // next stream id we would open (client)
-	maxPeerID      uint32 // highest stream id the peer opened
-	numLocal       int32  // open streams we initiated
-	numPeer        int32  // open streams the peer initiated
-	peerControl    int32  // entries of ctrl queued in reply to the peer
-	streamWindow   uint32 // our current SETTINGS_INITIAL_WINDOW_SIZE
-	connWindow     uint32 // our current connection receive window (cfg.InitialConnWindow, raised by BDP)
-	goAwayLastID   uint32 // last stream id of the GOAWAY we sent
+	nextID         uint32        // next stream id we would open (client)
+	maxPeerID      uint32        // highest stream id the peer opened
+	numLocal       int32         // open streams we initiated
+	numPeer        int32         // open streams the peer initiated
+	peerControl    int32         // entries of ctrl queued in reply to the peer
+	streamWindow   atomic.Uint32 // our current SETTINGS_INITIAL_WINDOW_SIZE; changed under mu, read by receivers under their rmu
+	connWindow     uint32        // our current connection receive window (cfg.InitialConnWindow, raised by BDP)
+	goAwayLastID   uint32        // last stream id of the GOAWAY we sent
 	peerGoAwayCode h2frame.ErrCode
 	pingStrikes    int16
 	settingsCount  int16 // owned by the run loop: the peer's SETTINGS (ACKs aside) within the current rateWindow (at most maxSettingsPerWindow+1)
-	parked         int32 // goroutines parked in waitRecvLocked or waitSendLocked (reader.go)
+	// parked counts goroutines parked in waitRecvLocked or waitSendLocked
+	// (reader.go). It goes up under mu; a receiver that finds its wait
+	// over takes itself off under its stream's rmu (clearStaleWaitRx).
+	parked atomic.Int32
 	// readRole is who holds the read role, and more: a roleWord (reader.go).
 	readRole  atomic.Uint32
 	bdpBytes  uint32 // DATA bytes received while bdp is nil
@@ -270,7 +273,7 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 	c.outflow.n = h2frame.DefaultInitialWindow
 	c.inflow.init(cfg.InitialConnWindow)
 	c.connWindow = cfg.InitialConnWindow
-	c.streamWindow = cfg.InitialStreamWindow
+	c.streamWindow.Store(cfg.InitialStreamWindow)
 	if role == RoleClient {
 		c.nextID = 1
 	} else {
@@ -699,18 +702,23 @@ func (c *Conn) onData(f *h2frame.DataFrame, rb *readBatch) *Error {
 		}
 		return c.resetStream(id, h2frame.ErrCodeStreamClosed, "data_on_half_closed_stream")
 	}
+	s.rmu.Lock()
 	if !s.in.take(f.FlowLen) {
+		s.rmu.Unlock()
 		c.unlockFrame(rb)
 		if b != nil {
 			b.Free() // frame payload refused
 		}
 		return c.resetStream(id, h2frame.ErrCodeFlowControl, "stream_window_exceeded")
 	}
+	var inc uint32
 	if pad := int(f.FlowLen) - n; pad > 0 {
 		// Padding is consumed on arrival: give it back with the next update.
-		if inc := s.in.credit(pad, c.streamWindow); inc > 0 && !end {
-			c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: id, val: inc}, false)
-		}
+		inc = s.in.credit(pad, c.streamWindow.Load())
+	}
+	s.rmu.Unlock()
+	if inc > 0 && !end {
+		c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: id, val: inc}, false)
 	}
 	s.recvBytes += int64(n)
 	if s.contentLength >= 0 && (s.recvBytes > s.contentLength || (end && s.recvBytes != s.contentLength)) {
@@ -721,10 +729,9 @@ func (c *Conn) onData(f *h2frame.DataFrame, rb *readBatch) *Error {
 		return c.resetStream(id, h2frame.ErrCodeProtocol, "content_length_mismatch")
 	}
 	c.deliverLocked(s, f, b, end) // takes ownership of b
-	if end {
-		s.recvEOF = true
-	}
+	s.rmu.Lock()
 	s.signalRecvFrame(rb)
+	s.rmu.Unlock()
 	c.setStateLocked(s, st)
 	c.doneFrame(rb, s.takeArrivalLocked())
 	return nil

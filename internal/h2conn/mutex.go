@@ -35,6 +35,7 @@ type connMutex struct {
 func (m *connMutex) Lock() {
 	noteLock(m)
 	if m.state.CompareAndSwap(0, 1) {
+		noteHeld(m)
 		return
 	}
 	if spinOK {
@@ -42,6 +43,7 @@ func (m *connMutex) Lock() {
 		// cheaper to wait for here than through a park and a wake-up.
 		for range spinTries {
 			if m.state.Load() == 0 && m.state.CompareAndSwap(0, 1) {
+				noteHeld(m)
 				return
 			}
 		}
@@ -49,6 +51,7 @@ func (m *connMutex) Lock() {
 	for m.state.Swap(2) != 0 {
 		<-m.wakeCh()
 	}
+	noteHeld(m)
 }
 
 // spinTries bounds the loads Lock spends on a held mutex before sleeping
@@ -62,6 +65,7 @@ var spinOK = runtime.NumCPU() > 1
 func (m *connMutex) TryLock() bool {
 	if m.state.CompareAndSwap(0, 1) {
 		noteLock(m)
+		noteHeld(m)
 		return true
 	}
 	return false
@@ -69,6 +73,7 @@ func (m *connMutex) TryLock() bool {
 
 // Unlock unlocks m. As with sync.Mutex, any goroutine may unlock it.
 func (m *connMutex) Unlock() {
+	noteUnlock(m)
 	switch m.state.Swap(0) {
 	case 2:
 		// Wake one waiter (a token already there wakes one just as

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -29,6 +30,10 @@ type LockSite struct {
 var lockCounts struct {
 	sync.Mutex
 	m map[LockSite]int
+	// since is when each held lock was taken; held sums the time held,
+	// by role (client, server).
+	since map[*connMutex]time.Time
+	held  [2]time.Duration
 }
 
 func noteLock(m *connMutex) {
@@ -63,6 +68,43 @@ func noteLock(m *connMutex) {
 	}
 	lockCounts.m[site]++
 	lockCounts.Unlock()
+}
+
+// noteHeld records that m was just taken.
+func noteHeld(m *connMutex) {
+	now := time.Now()
+	lockCounts.Lock()
+	if lockCounts.since == nil {
+		lockCounts.since = make(map[*connMutex]time.Time)
+	}
+	lockCounts.since[m] = now
+	lockCounts.Unlock()
+}
+
+// noteUnlock adds the time m was held to its role's sum.
+func noteUnlock(m *connMutex) {
+	now := time.Now()
+	c := (*Conn)(unsafe.Pointer(uintptr(unsafe.Pointer(m)) - unsafe.Offsetof(Conn{}.mu)))
+	side := 0
+	if c.role == RoleServer {
+		side = 1
+	}
+	lockCounts.Lock()
+	if t, ok := lockCounts.since[m]; ok {
+		lockCounts.held[side] += now.Sub(t)
+		delete(lockCounts.since, m)
+	}
+	lockCounts.Unlock()
+}
+
+// TakeLockHeld returns the time the engine locks of clients and of servers
+// were held since the last call, and starts summing afresh.
+func TakeLockHeld() (client, server time.Duration) {
+	lockCounts.Lock()
+	defer lockCounts.Unlock()
+	client, server = lockCounts.held[0], lockCounts.held[1]
+	lockCounts.held = [2]time.Duration{}
+	return client, server
 }
 
 // TakeLockCounts returns the acquisitions counted since the last call and

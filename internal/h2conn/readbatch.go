@@ -88,7 +88,7 @@ func (s *Stream) signalRecvFrame(rb *readBatch) {
 		return
 	}
 	s.recvWaiting = false
-	s.conn.parked--
+	s.conn.parked.Add(-1)
 	rb.wake[rb.nw] = s.recvCh
 	rb.nw++
 }

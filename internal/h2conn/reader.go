@@ -230,7 +230,7 @@ func (c *Conn) runTakenReader() {
 // process-wide watcher would cross bubbles), at most one stream is open
 // and nobody is parked waiting for frames.
 func (c *Conn) mayOfferLocked() bool {
-	return !c.cfg.inBubble && c.readWait() > 0 && !c.closing && c.numLocal+c.numPeer <= 1 && c.parked == 0
+	return !c.cfg.inBubble && c.readWait() > 0 && !c.closing && c.numLocal+c.numPeer <= 1 && c.parked.Load() == 0
 }
 
 // offerAfterBatchLocked reports whether the holder offers the role to the
@@ -813,7 +813,7 @@ type flushReadSource interface {
 // Not while offers are paused, nor when a goroutine is parked waiting for
 // frames or self's call is being canceled.
 func (c *Conn) flushWaitKindLocked(self *Stream, v roleWord) (uint32, bool) {
-	if self == nil || self.slot.pending() || c.closing || c.parked != 0 || c.noOfferLeft != 0 || self.canceled() {
+	if self == nil || self.slot.pending() || c.closing || c.parked.Load() != 0 || c.noOfferLeft != 0 || self.canceled() {
 		return 0, false
 	}
 	unaryRequestSent := self.local && self.unary && self.state == stateHalfClosedLocal

@@ -170,7 +170,7 @@ func TestOfferDecisions(t *testing.T) {
 		set  func(c *Conn)
 	}{
 		{"two streams open", func(c *Conn) { c.numLocal, c.numPeer = 1, 1 }},
-		{"a goroutine parked for frames", func(c *Conn) { c.parked = 1 }},
+		{"a goroutine parked for frames", func(c *Conn) { c.parked.Store(1) }},
 		{"closing", func(c *Conn) { c.closing = true }},
 		{"in a synctest bubble", func(c *Conn) { cfg := *c.cfg; cfg.inBubble = true; c.cfg = &cfg }},
 	} {
@@ -179,7 +179,8 @@ func TestOfferDecisions(t *testing.T) {
 		if client.mayOfferLocked() {
 			t.Errorf("offers with %s", tc.what)
 		}
-		client.numLocal, client.numPeer, client.parked, client.closing, client.cfg = 0, 0, 0, false, cfg
+		client.numLocal, client.numPeer, client.closing, client.cfg = 0, 0, false, cfg
+		client.parked.Store(0)
 	}
 
 	// A client offers to its next caller; a server only to the handler
@@ -243,7 +244,7 @@ func TestFlushWaitDecision(t *testing.T) {
 		{"a request not yet complete", &Stream{local: true, unary: true, state: stateOpen}, offered, nil},
 		{"a role a reader holds", unary(), roleWord(roleWatched | roleReader), nil},
 		{"two streams open", unary(), offered, func() { client.numLocal = 2 }},
-		{"a goroutine parked for frames", unary(), offered, func() { client.parked = 1 }},
+		{"a goroutine parked for frames", unary(), offered, func() { client.parked.Store(1) }},
 		{"offers paused", unary(), offered, func() { client.noOfferLeft = 1 }},
 		{"no stream", nil, offered, nil},
 	} {
@@ -253,7 +254,8 @@ func TestFlushWaitDecision(t *testing.T) {
 		if _, ok := client.flushWaitKindLocked(tc.s, tc.v); ok {
 			t.Errorf("client: a flush-wait for %s", tc.what)
 		}
-		client.numLocal, client.parked, client.noOfferLeft = 1, 0, 0
+		client.numLocal, client.noOfferLeft = 1, 0
+		client.parked.Store(0)
 	}
 
 	answered := &Stream{state: stateClosed}

@@ -126,18 +126,20 @@ func (c *Conn) onStreamHeadersLocked(s *Stream, f *h2frame.HeadersFrame, rb *rea
 			c.unlockFrame(rb)
 			return nil // 1xx: skipped
 		}
+		s.contentLength = clen
+		s.rmu.Lock()
 		s.hdrs = append(s.hdrs[:0], f.Fields...)
 		s.hdrsWire = f.Length
 		s.gotHeaders = true
-		s.contentLength = clen
-		if end {
-			if clen > 0 {
-				return reset(h2frame.ErrCodeProtocol, "content_length_mismatch")
-			}
+		if end && clen <= 0 {
 			s.trls = s.hdrs
 			s.trlsWire = f.Length
 			s.trailersOnly = true
 			s.recvEOF = true
+		}
+		s.rmu.Unlock()
+		if end && clen > 0 {
+			return reset(h2frame.ErrCodeProtocol, "content_length_mismatch")
 		}
 	} else {
 		if !end {
@@ -151,16 +153,20 @@ func (c *Conn) onStreamHeadersLocked(s *Stream, f *h2frame.HeadersFrame, rb *rea
 		if s.contentLength >= 0 && s.recvBytes != s.contentLength {
 			return reset(h2frame.ErrCodeProtocol, "content_length_mismatch")
 		}
+		s.rmu.Lock()
 		s.trls = append(s.trls[:0], f.Fields...)
 		s.trlsWire = f.Length
 		s.recvEOF = true
+		s.rmu.Unlock()
 		// No DATA lands after the trailers: the registration's reference
 		// goes now, as after a DATA frame with END_STREAM, not with a
 		// Release that a streaming call may never make.
 		s.endSinkLocked()
 	}
 	st, _ := s.state.recvHeaders(end)
+	s.rmu.Lock()
 	s.signalRecvFrame(rb)
+	s.rmu.Unlock()
 	c.setStateLocked(s, st)
 	c.doneFrame(rb, s.takeArrivalLocked()) // a request's trailers end it
 	return nil

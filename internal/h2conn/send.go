@@ -190,13 +190,13 @@ func (s *Stream) waitItemLocked() error {
 			continue
 		}
 		sl.parked = true
-		c.parked++
+		c.parked.Add(1)
 		c.handOverToReader() // a window update may be what it waits for
 		done := s.cancel
 		c.mu.Unlock()
 		s.park(s.sendCh, done)
 		c.mu.Lock()
-		c.parked--
+		c.parked.Add(-1)
 		sl.parked = false
 		if sl.handoff {
 			sl.handoff = false

@@ -54,12 +54,14 @@ func (c *Conn) onSettings(f *h2frame.SettingsFrame) *Error {
 				c.timers.settings.Stop()
 				c.timers.settings = nil // its memory goes with it
 			}
-			if c.streamWindow < h2frame.DefaultInitialWindow {
+			if w := c.streamWindow.Load(); w < h2frame.DefaultInitialWindow {
 				// Our smaller INITIAL_WINDOW_SIZE is now in force for the
 				// streams opened under the default (§6.9.2).
-				delta := int64(c.streamWindow) - h2frame.DefaultInitialWindow
+				delta := int64(w) - h2frame.DefaultInitialWindow
 				for _, s := range c.streams {
+					s.rmu.Lock()
 					s.in.avail += delta
+					s.rmu.Unlock()
 				}
 			}
 		}
@@ -156,7 +158,8 @@ func (c *Conn) PeerSetting(id h2frame.SettingID) uint32 {
 // and the connection window follows so that it stays at least twice the
 // streams'.
 func (c *Conn) growWindowsLocked(w uint32) {
-	if w <= c.streamWindow {
+	old := c.streamWindow.Load()
+	if w <= old {
 		return
 	}
 	if cw := min(2*int64(w), h2frame.MaxWindowSize); cw > int64(c.connWindow) {
@@ -165,10 +168,12 @@ func (c *Conn) growWindowsLocked(w uint32) {
 		c.inflow.avail += int64(inc)
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: 0, val: inc}, false)
 	}
-	delta := int64(w - c.streamWindow)
-	c.streamWindow = w
+	delta := int64(w - old)
+	c.streamWindow.Store(w)
 	for _, s := range c.streams {
+		s.rmu.Lock()
 		s.in.avail = min(s.in.avail+delta, h2frame.MaxWindowSize)
+		s.rmu.Unlock()
 	}
 	c.queueSettingLocked(h2frame.SettingInitialWindowSize, w)
 }

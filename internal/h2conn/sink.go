@@ -1,8 +1,6 @@
 package h2conn
 
 import (
-	"io"
-
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
 )
@@ -84,6 +82,7 @@ func (cs *connSink) DataDest(id uint32, n int) (*bufpool.Buffer, []byte) {
 		s.sink.Ref() // the registration's reference, dropped by endSinkLocked
 		s.sinkLazy = false
 	}
+	s.noteSink()
 	b := s.sink
 	b.Ref() // the landing's reference: DataFrame.Sink, freed by onData
 	dst := b.Bytes()[s.sinkOff : s.sinkOff+k]
@@ -101,33 +100,58 @@ func (cs *connSink) DataDest(id uint32, n int) (*bufpool.Buffer, []byte) {
 // gRPC prefix) and sending little makes the receiver hold little. The
 // receiver grows its buffer if the message goes on.
 func (c *Conn) lazySizeLocked(have, to int) int {
-	return min(to, have+int(c.streamWindow))
+	return min(to, have+int(c.streamWindow.Load()))
 }
 
 // deliverLocked hands the data of an accepted DATA frame to s: what landed
 // in the registered buffer is counted for RecvInto, and b (the rest; takes
 // ownership) joins the receive queue, which ends the registration. The
 // registration also ends when its range is full or the stream's data ends.
+// With end, the stream's data ends here (recvEOF). The receiver is not
+// signaled.
 func (c *Conn) deliverLocked(s *Stream, f *h2frame.DataFrame, b *bufpool.Buffer, end bool) {
+	var inc uint32
 	if f.Landed > 0 && f.Sink == s.sink {
 		// f.Sink is s.sink only while the registration DataDest used
 		// lives: it ends only here or when the stream fails (and a
 		// failed stream refuses the frame before this).
 		s.sinkGot += int(f.Landed)
 	} else if f.Landed > 0 {
-		s.creditLocked(int(f.Landed)) // the receiver gave up: dropped, as consumed
+		s.rmu.Lock()
+		inc = s.creditRx(int(f.Landed)) // the receiver gave up: dropped, as consumed
+		s.rmu.Unlock()
 	}
+	s.sendCreditLocked(inc)
+	queued := false
 	if b != nil {
 		if b.Len() == 0 {
 			b.Free() // empty payload: nothing to deliver
+			b = nil
 		} else {
-			s.recvQ.push(b, c.ledger()) // the stream's receive queue now owns b; Recv hands it on
-			s.endSinkLocked()
+			queued = true
 		}
 	}
-	if end || s.sinkOff >= s.sinkEnd {
-		s.endSinkLocked()
+	if queued || end {
+		s.rmu.Lock()
+		if queued {
+			s.recvQ.push(b, c.ledger()) // the stream's receive queue now owns b; Recv hands it on
+		}
+		if end {
+			s.recvEOF = true
+		}
+		s.rmu.Unlock()
 	}
+	if queued || end || s.sinkOff >= s.sinkEnd {
+		s.endSinkLocked()
+	} else {
+		s.noteSink()
+	}
+}
+
+// noteSink records in sinkAny whether a registration or what it landed is
+// still there. Called with mu held, after every change to them.
+func (s *Stream) noteSink() {
+	s.sinkAny.Store(s.sink != nil || s.sinkLazy || s.sinkGot > 0 || s.sinkHand != nil)
 }
 
 // endSinkLocked ends s's registration, dropping its reference. Bytes that
@@ -140,6 +164,7 @@ func (s *Stream) endSinkLocked() {
 	}
 	s.conn.ledger().Release(int64(s.sinkOff)) // charged by registerLocked and DataDest
 	s.sinkOff, s.sinkEnd, s.sinkLazy = 0, 0, false
+	s.noteSink()
 }
 
 // dropSinkLocked ends the registration and forgets landed bytes nobody will
@@ -151,6 +176,7 @@ func (s *Stream) dropSinkLocked() {
 		s.sinkHand.Free() // the receiver's reference, never handed over
 		s.sinkHand = nil
 	}
+	s.noteSink()
 }
 
 // RecvInto is Recv for a receiver gathering a message into dst, whose
@@ -170,13 +196,18 @@ func (s *Stream) dropSinkLocked() {
 // gathers into (pass it as dst from then on; it may be shorter than to).
 func (s *Stream) RecvInto(dst *bufpool.Buffer, from, to int) (b *bufpool.Buffer, n int, err error) {
 	c := s.conn
-	c.mu.Lock()
 	for {
+		c.mu.Lock()
+		s.rmu.Lock()
+		s.clearStaleWaitRx()
 		if n := s.sinkGot; n > 0 {
 			s.sinkGot = 0
 			b := s.sinkHand // nil unless DataDest took the buffer
 			s.sinkHand = nil
-			s.creditLocked(n)
+			s.noteSink()
+			inc := s.creditRx(n)
+			s.rmu.Unlock()
+			s.sendCreditLocked(inc)
 			c.mu.Unlock()
 			return b, n, nil
 		}
@@ -184,20 +215,14 @@ func (s *Stream) RecvInto(dst *bufpool.Buffer, from, to int) (b *bufpool.Buffer,
 			0 <= from && from+s.recvQ.bytes < to && (dst == nil && from == 0 || dst != nil && to <= dst.Len()) {
 			return s.registerLocked(dst, from, to)
 		}
-		if b := s.recvQ.pop(c.ledger()); b != nil {
-			// b leaves the receive queue: the caller owns it now.
-			s.creditLocked(b.Len())
+		if b, err, inc, ok := s.recvReadyRx(); ok {
+			s.rmu.Unlock()
+			s.sendCreditLocked(inc)
 			c.mu.Unlock()
+			if err != nil {
+				return nil, 0, err
+			}
 			return b, 0, nil
-		}
-		if s.recvEOF {
-			c.mu.Unlock()
-			return nil, 0, io.EOF
-		}
-		if s.err != nil {
-			err := s.err
-			c.mu.Unlock()
-			return nil, 0, err
 		}
 		s.waitRecvLocked()
 	}
@@ -205,12 +230,14 @@ func (s *Stream) RecvInto(dst *bufpool.Buffer, from, to int) (b *bufpool.Buffer,
 
 // registerLocked registers [from, to) of dst for RecvInto, moving what is
 // queued (less than the range) into it first, and then waits as RecvInto
-// does. Called with mu held; returns with it released.
+// does. Called with mu and rmu held; returns with neither.
 func (s *Stream) registerLocked(dst *bufpool.Buffer, from, to int) (*bufpool.Buffer, int, error) {
 	c := s.conn
 	q := s.recvQ.bytes
 	if dst == nil && q == 0 {
+		s.rmu.Unlock()
 		s.sinkLazy, s.sinkOff, s.sinkEnd = true, 0, to
+		s.noteSink()
 		c.mu.Unlock()
 		return s.RecvInto(nil, 0, 0) // waits; registers nothing more
 	}
@@ -222,10 +249,12 @@ func (s *Stream) registerLocked(dst *bufpool.Buffer, from, to int) (*bufpool.Buf
 	}
 	dst.Ref() // the registration's reference, dropped by endSinkLocked
 	s.sink, s.sinkOff, s.sinkEnd = dst, from+q, to
+	s.noteSink()
 	// The message gathered so far is held for the peer until the range
 	// is full or the registration ends (endSinkLocked).
 	c.ledger().Charge(int64(from + q))
 	if q == 0 {
+		s.rmu.Unlock()
 		c.mu.Unlock()
 		return s.RecvInto(dst, 0, 0) // waits; registers nothing more
 	}
@@ -239,7 +268,9 @@ func (s *Stream) registerLocked(dst *bufpool.Buffer, from, to int) (*bufpool.Buf
 	var stack [8]*bufpool.Buffer
 	bufs := append(stack[:0], lead...)
 	clear(lead)
-	s.creditLocked(q)
+	inc := s.creditRx(q)
+	s.rmu.Unlock()
+	s.sendCreditLocked(inc)
 	c.mu.Unlock()
 	p := dst.Bytes()[from:]
 	for _, b := range bufs {
@@ -249,14 +280,23 @@ func (s *Stream) registerLocked(dst *bufpool.Buffer, from, to int) (*bufpool.Buf
 	return own, q, nil
 }
 
-// creditLocked gives n consumed bytes back to the stream's receive window.
-func (s *Stream) creditLocked(n int) {
-	c := s.conn
+// creditRx gives n consumed bytes back to the stream's receive window and
+// returns the WINDOW_UPDATE increment to send (sendCreditLocked), or 0.
+// Called with rmu held.
+func (s *Stream) creditRx(n int) uint32 {
 	if s.recvEOF || s.err != nil {
+		return 0
+	}
+	return s.in.credit(n, s.conn.streamWindow.Load())
+}
+
+// sendCreditLocked sends a WINDOW_UPDATE of inc (creditRx's) for s, unless
+// it is zero or the stream receives no more. Called with mu held.
+func (s *Stream) sendCreditLocked(inc uint32) {
+	if inc == 0 || s.recvEOF || s.err != nil {
 		return
 	}
-	if inc := s.in.credit(n, c.streamWindow); inc > 0 {
-		c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: s.id, val: inc}, false)
-		c.flushLocked()
-	}
+	c := s.conn
+	c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: s.id, val: inc}, false)
+	c.flushLocked()
 }

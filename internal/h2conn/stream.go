@@ -12,9 +12,20 @@ import (
 	"github.com/leangrpc/leangrpc/internal/hpack"
 )
 
-// Stream is one HTTP/2 stream. All its mutable fields are guarded by
-// conn.mu; a stream's sender and receiver goroutines wait on their own
-// one-slot channel, which every change that concerns them signals.
+// Stream is one HTTP/2 stream. Its mutable fields are guarded by conn.mu,
+// except its receive side, which rmu guards (below); a stream's sender and
+// receiver goroutines wait on their own one-slot channel, which every
+// change that concerns them signals.
+//
+// The receive side. rmu guards recvQ, recvWaiting and in: every access
+// holds it. recvEOF, err, gotHeaders, trailersOnly, hdrs and trls on a
+// client, trls, and their wire lengths change only with both conn.mu and
+// rmu held, so holding either is enough to read them. The lock order is
+// conn.mu, then rmu; nothing takes conn.mu holding rmu. So the receiver
+// takes what is queued for it, and its answer's headers and trailers,
+// under its stream's lock alone: a receiver the reader woke does not
+// queue on the engine lock behind the reader's next read, nor behind the
+// senders of other streams.
 type Stream struct {
 	id    uint32
 	conn  *Conn
@@ -22,7 +33,9 @@ type Stream struct {
 
 	state streamState
 	out   outflow // send window
-	in    inflow  // receive window
+
+	rmu sync.Mutex // the receive side (above)
+	in  inflow     // receive window; rmu
 
 	slot sendSlot // the send side (sendslot.go)
 
@@ -39,7 +52,11 @@ type Stream struct {
 	sinkGot  int
 	sinkLazy bool            // registered without a buffer: DataDest takes one of sinkEnd bytes
 	sinkHand *bufpool.Buffer // the receiver's reference on a buffer DataDest took, until RecvInto hands it over
-	recvEOF  bool            // the peer ended the stream; Recv returns io.EOF once recvQ is empty
+	// sinkAny says a registration or what it landed is still there
+	// (noteSink), for Recv, which then takes conn.mu to drop it. Only the
+	// receiver's own RecvInto makes it true.
+	sinkAny atomic.Bool
+	recvEOF bool // the peer ended the stream; Recv returns io.EOF once recvQ is empty
 	// eofSeen is set by the receiver, under mu, once Recv found recvEOF
 	// with recvQ empty: from then on Recv returns io.EOF and Trailers the
 	// final trailers without taking mu (neither can change after the
@@ -86,26 +103,30 @@ type Stream struct {
 }
 
 // waitRecvLocked parks the receiver until the reader signals s (or the
-// stream is canceled), with mu released meanwhile; called and returns with
-// mu held. The caller re-checks what it waits for.
+// stream is canceled). Called with mu and rmu held, after the receiver
+// found nothing to take under both; returns with neither held, and the
+// receiver looks again (recvReadyRx), under rmu alone when it was woken.
+// Marking recvWaiting under mu is what keeps the reader from offering its
+// role while a receiver waits (mayOfferLocked): a receiver either sees the
+// offer here or is counted in Conn.parked before the reader decides.
 func (s *Stream) waitRecvLocked() {
 	c := s.conn
 	if c.roleState().offered() && !s.canceled() && c.takeOffered(roleTaken) {
 		// The reader offered its role (reader.go): read for ourselves.
+		s.rmu.Unlock()
 		c.mu.Unlock()
 		c.readAsCaller() // returns with mu held
+		c.mu.Unlock()
 		return
 	}
-	s.recvWaiting = true
-	c.parked++
+	if !s.recvWaiting { // a stale signal may have left it set (recvReadyRx)
+		s.recvWaiting = true
+		c.parked.Add(1)
+	}
 	done := s.cancel
+	s.rmu.Unlock()
 	c.mu.Unlock()
 	s.park(s.recvCh, done)
-	c.mu.Lock()
-	if s.recvWaiting { // woken by done, not by signalRecv
-		s.recvWaiting = false
-		c.parked--
-	}
 }
 
 // canceled reports whether StreamOptions.Canceled's channel is
@@ -187,7 +208,7 @@ func (c *Conn) newStreamLocked(id uint32, local bool) *Stream {
 	s.id, s.conn, s.local = id, c, local
 	s.state = stateIdle
 	s.out.n = int64(c.peer.initialWindowSize)
-	w := c.streamWindow
+	w := c.streamWindow.Load()
 	if !c.settingsAcked && w < h2frame.DefaultInitialWindow {
 		// Until the peer acknowledges our SETTINGS it may use the default
 		// window (RFC 9113 §6.5.3); the difference is taken back on the ACK.
@@ -209,11 +230,12 @@ func (c *Conn) newStreamLocked(id uint32, local bool) *Stream {
 
 // signalRecv wakes the stream's parked receiver, which from now on no
 // longer counts as waiting for frames (Conn.parked): the reader may offer
-// its role at the end of the batch that woke it (reader.go).
+// its role at the end of the batch that woke it (reader.go). Called with
+// rmu held.
 func (s *Stream) signalRecv() {
 	if s.recvWaiting {
 		s.recvWaiting = false
-		s.conn.parked--
+		s.conn.parked.Add(-1)
 		select {
 		case s.recvCh <- struct{}{}:
 		default:
@@ -285,12 +307,16 @@ func (c *Conn) setStateLocked(s *Stream, st streamState) {
 		// The response is complete before the request: tell the client
 		// to stop sending with RST_STREAM(NO_ERROR) (RFC 9113 §8.1).
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlRST, id: s.id, code: h2frame.ErrCodeNo}, false)
-		s.recvQ.freeAll(c.ledger())
 		s.dropSinkLocked()
+		s.rmu.Lock()
+		s.recvQ.freeAll(c.ledger())
 		s.err = &Error{Code: h2frame.ErrCodeNo, StreamID: s.id, Initiator: InitiatorEngine, Reason: "response_complete"}
+		s.rmu.Unlock()
 		s.state = stateClosed
 		c.streamClosedLocked(s)
+		s.rmu.Lock()
 		s.signalRecv()
+		s.rmu.Unlock()
 	}
 }
 
@@ -333,20 +359,27 @@ func (c *Conn) wakeSlotLocked() {
 // failStreamLocked ends s abnormally with err. It returns the reset hook
 // to call once mu is released, if any.
 func (c *Conn) failStreamLocked(s *Stream, err *Error) func(error) {
+	s.rmu.Lock()
 	if s.err == nil {
 		s.err = err
 	}
+	drop := err.Initiator == InitiatorUser || !s.recvEOF
+	if drop {
+		s.recvQ.freeAll(c.ledger()) // queued payloads nobody will read
+		s.recvEOF = false
+	}
+	s.rmu.Unlock()
 	// A failed stream keeps no item; a waiting sender, or the next Send
 	// or Release, takes the failure as the item's outcome.
 	s.dropSendLocked()
-	if err.Initiator == InitiatorUser || !s.recvEOF {
-		s.recvQ.freeAll(c.ledger()) // queued payloads nobody will read
+	if drop {
 		s.dropSinkLocked()
-		s.recvEOF = false
 	}
 	s.endSinkLocked() // nothing lands in a failed stream
 	c.setStateLocked(s, stateClosed)
+	s.rmu.Lock()
 	s.signalRecv()
+	s.rmu.Unlock()
 	s.signalSend()
 	due := s.hasResetHook() && !s.hookDone && err.Initiator != InitiatorUser
 	if due {
@@ -552,10 +585,9 @@ func (s *Stream) Headers() []hpack.HeaderField {
 		// stream and stays until Release: no lock needed.
 		return s.hdrs
 	}
-	c := s.conn
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s.local && !s.gotHeaders {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	if !s.gotHeaders {
 		return nil
 	}
 	return s.hdrs
@@ -565,9 +597,8 @@ func (s *Stream) Headers() []hpack.HeaderField {
 // the list Headers or RecvHeaders returned (without its CONTINUATIONs, as
 // grpc-go reports it); zero before that list arrived.
 func (s *Stream) HeadersWireLength() int {
-	c := s.conn
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
 	return int(s.hdrsWire)
 }
 
@@ -577,9 +608,8 @@ func (s *Stream) TrailersWireLength() int {
 	if s.eofSeen.Load() {
 		return int(s.trlsWire)
 	}
-	c := s.conn
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
 	return int(s.trlsWire)
 }
 
@@ -589,9 +619,8 @@ func (s *Stream) Trailers() []hpack.HeaderField {
 	if s.eofSeen.Load() {
 		return s.trls
 	}
-	c := s.conn
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
 	return s.trls
 }
 
@@ -605,24 +634,46 @@ func (s *Stream) RecvHeaders() ([]hpack.HeaderField, bool, error) {
 		return nil, false, ErrWrongRole
 	}
 	c := s.conn
-	c.mu.Lock()
 	for {
-		if s.gotHeaders {
-			end := s.trailersOnly
-			h := s.hdrs
-			c.mu.Unlock()
-			return h, end, nil
+		s.rmu.Lock()
+		h, end, err, ok := s.headersReadyRx()
+		s.rmu.Unlock()
+		if ok {
+			return h, end, err
 		}
-		if s.err != nil {
-			err := s.err
+		c.mu.Lock()
+		s.rmu.Lock()
+		if h, end, err, ok := s.headersReadyRx(); ok {
+			s.rmu.Unlock()
 			c.mu.Unlock()
-			return nil, false, err
-		}
-		if s.recvEOF {
-			c.mu.Unlock()
-			return nil, true, &Error{Code: h2frame.ErrCodeProtocol, StreamID: s.id, Initiator: InitiatorPeer, Reason: "no_response_headers"}
+			return h, end, err
 		}
 		s.waitRecvLocked()
+	}
+}
+
+// headersReadyRx is RecvHeaders's look at the stream: ok reports that it
+// has its answer. Called with rmu held.
+func (s *Stream) headersReadyRx() ([]hpack.HeaderField, bool, error, bool) {
+	s.clearStaleWaitRx()
+	switch {
+	case s.gotHeaders:
+		return s.hdrs, s.trailersOnly, nil, true
+	case s.err != nil:
+		return nil, false, s.err, true
+	case s.recvEOF:
+		return nil, true, &Error{Code: h2frame.ErrCodeProtocol, StreamID: s.id, Initiator: InitiatorPeer, Reason: "no_response_headers"}, true
+	}
+	return nil, false, nil, false
+}
+
+// clearStaleWaitRx ends the wait a receiver marked (waitRecvLocked) and
+// left without the reader's signal (a stale token on recvCh, or its
+// cancellation): it no longer counts as parked. Called with rmu held.
+func (s *Stream) clearStaleWaitRx() {
+	if s.recvWaiting {
+		s.recvWaiting = false
+		s.conn.parked.Add(-1)
 	}
 }
 
@@ -632,40 +683,72 @@ func (s *Stream) RecvHeaders() ([]hpack.HeaderField, bool, error) {
 // reset (carrying the RST_STREAM code and who sent it) or when the
 // connection ends. Returning a payload credits the stream's receive window;
 // WINDOW_UPDATE frames are batched.
+//
+// What is queued is taken under rmu alone; mu is taken to wait, to send a
+// WINDOW_UPDATE, and to drop what a RecvInto registration left.
 func (s *Stream) Recv() (*bufpool.Buffer, error) {
 	if s.eofSeen.Load() {
 		return nil, io.EOF
 	}
 	c := s.conn
-	c.mu.Lock()
-	if s.sink != nil || s.sinkLazy || s.sinkGot > 0 || s.sinkHand != nil {
-		// The receiver gathers no more (RecvInto's receiver gave up): what
-		// landed is dropped, and given back to the window.
-		s.creditLocked(s.sinkGot)
-		s.dropSinkLocked()
-	}
 	for {
-		if b := s.recvQ.pop(c.ledger()); b != nil {
-			// b leaves the receive queue: the caller owns it now.
-			s.creditLocked(b.Len())
-			if s.recvEOF && s.recvQ.len() == 0 {
-				s.eofSeen.Store(true)
+		if !s.sinkAny.Load() {
+			s.rmu.Lock()
+			b, err, inc, ok := s.recvReadyRx()
+			s.rmu.Unlock()
+			if ok {
+				if inc > 0 {
+					c.mu.Lock()
+					s.sendCreditLocked(inc)
+					c.mu.Unlock()
+				}
+				return b, err
 			}
-			c.mu.Unlock()
-			return b, nil
 		}
-		if s.recvEOF {
-			s.eofSeen.Store(true)
-			c.mu.Unlock()
-			return nil, io.EOF
+		c.mu.Lock()
+		if s.sinkAny.Load() {
+			// The receiver gathers no more (RecvInto's receiver gave
+			// up): what landed is dropped, and given back to the window.
+			s.rmu.Lock()
+			inc := s.creditRx(s.sinkGot)
+			s.rmu.Unlock()
+			s.sendCreditLocked(inc)
+			s.dropSinkLocked()
 		}
-		if s.err != nil {
-			err := s.err
+		s.rmu.Lock()
+		b, err, inc, ok := s.recvReadyRx()
+		if ok {
+			s.rmu.Unlock()
+			s.sendCreditLocked(inc)
 			c.mu.Unlock()
-			return nil, err
+			return b, err
 		}
 		s.waitRecvLocked()
 	}
+}
+
+// recvReadyRx is Recv's look at the stream: ok reports that it has its
+// answer, a payload (whose bytes are credited to the window: inc is the
+// WINDOW_UPDATE to send, if any), io.EOF or the stream's error. Called
+// with rmu held.
+func (s *Stream) recvReadyRx() (*bufpool.Buffer, error, uint32, bool) {
+	s.clearStaleWaitRx()
+	if b := s.recvQ.pop(s.conn.ledger()); b != nil {
+		// b leaves the receive queue: the caller owns it now.
+		inc := s.creditRx(b.Len())
+		if s.recvEOF && s.recvQ.len() == 0 {
+			s.eofSeen.Store(true)
+		}
+		return b, nil, inc, true
+	}
+	if s.recvEOF {
+		s.eofSeen.Store(true)
+		return nil, io.EOF, 0, true
+	}
+	if s.err != nil {
+		return nil, s.err, 0, true
+	}
+	return nil, nil, 0, false
 }
 
 // ExpectMessage tells the engine that the reader is about to receive n more
@@ -679,10 +762,10 @@ func (s *Stream) ExpectMessage(n int) {
 	c := s.conn
 	c.mu.Lock()
 	if s.err == nil && !s.recvEOF && s.state.canRecv() {
-		if inc := s.in.widen(int64(min(n, MaxExpectBytes))); inc > 0 {
-			c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: s.id, val: inc}, false)
-			c.flushLocked()
-		}
+		s.rmu.Lock()
+		inc := s.in.widen(int64(min(n, MaxExpectBytes)))
+		s.rmu.Unlock()
+		s.sendCreditLocked(inc)
 	}
 	c.mu.Unlock()
 }
@@ -694,12 +777,14 @@ func (s *Stream) Reset(code h2frame.ErrCode) {
 	c := s.conn
 	c.mu.Lock()
 	if s.state == stateClosed {
-		s.recvQ.freeAll(c.ledger()) // the user gives up on what is left
 		s.dropSinkLocked()
+		s.rmu.Lock()
+		s.recvQ.freeAll(c.ledger()) // the user gives up on what is left
 		s.recvEOF = false
 		if s.err == nil {
 			s.err = &Error{Code: code, StreamID: s.id, Initiator: InitiatorUser, Reason: "reset"}
 		}
+		s.rmu.Unlock()
 		c.mu.Unlock()
 		return
 	}
@@ -734,9 +819,8 @@ func (s *Stream) Done() <-chan struct{} {
 // Err returns why the stream closed abnormally (an *Error), or nil while it
 // is open or when it ended normally.
 func (s *Stream) Err() error {
-	c := s.conn
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
 	if s.err == nil || (s.err.Code == h2frame.ErrCodeNo && s.err.Reason == "response_complete") {
 		return nil
 	}
@@ -763,7 +847,7 @@ func (s *Stream) Release() {
 			// it has. Nobody is told of the stream any more.
 			sl.to(evOrphan)
 			s.resetObj, s.arrival = nil, nil
-			s.recvQ.freeAll(c.ledger())
+			s.freeRecvQLocked()
 			s.dropSinkLocked()
 			c.mu.Unlock()
 			return
@@ -788,10 +872,17 @@ func (s *Stream) Release() {
 			c.flushLocked()
 		}
 	}
-	s.recvQ.freeAll(c.ledger())
+	s.freeRecvQLocked()
 	s.dropSinkLocked()
 	c.recycleLocked(s)
 	c.mu.Unlock()
+}
+
+// freeRecvQLocked frees what is queued for the receiver, who gave up.
+func (s *Stream) freeRecvQLocked() {
+	s.rmu.Lock()
+	s.recvQ.freeAll(s.conn.ledger())
+	s.rmu.Unlock()
 }
 
 // recycleLocked puts a released stream in the connection's free list,
