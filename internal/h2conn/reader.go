@@ -677,8 +677,10 @@ func (c *Conn) setReadWait(d time.Duration) {
 // of a caller that took the offered role (waitRecvLocked), then offers the
 // role again, or starts a reader goroutine when the connection is no
 // longer lone or the read gave up at its bound (callerReadWait), pausing
-// offers then. Called without mu; returns with it held, since the caller
-// goes on under it (one round trip fewer per call).
+// offers then. Called without mu, or holding it with src.batchHeld set
+// when the next frame is already whole (nextFrameWhole), so that the
+// batch's first frames use that hold; returns with it held, since the
+// caller goes on under it (one round trip fewer per call).
 func (c *Conn) readAsCaller() {
 	c.setReadWait(callerReadWait)
 	// The frames that came in one read take mu once (readbatch.go): the
@@ -690,7 +692,7 @@ func (c *Conn) readAsCaller() {
 		rb = &batch
 	}
 	for {
-		if rb != nil && c.src.batchHeld && !c.fr.NextFrameBuffered() {
+		if rb != nil && c.src.batchHeld && !c.nextFrameWhole() {
 			c.endBatch(rb)
 		}
 		f, err := c.fr.ReadFrame()
@@ -730,6 +732,17 @@ func (c *Conn) readAsCaller() {
 		return
 	}
 	c.startReader()
+}
+
+// nextFrameWhole reports whether the frame reader's next frame is whole in
+// bytes already read, in its buffer or in the fed bytes it takes next, so
+// that reading it makes no system call and may happen under mu. Owned by
+// the holder of the read role.
+func (c *Conn) nextFrameWhole() bool {
+	if c.fr.NextFrameBuffered() {
+		return true
+	}
+	return c.src != nil && c.src.fed != nil && c.src.header == nil && c.fr.Empty() && h2frame.WholeFrames(c.src.fed.Bytes())
 }
 
 // endAsCaller ends the connection from a caller holding the read role, as
@@ -879,6 +892,15 @@ func (c *Conn) flushAndRead(fs flushReadSource, kind uint32) {
 		c.stopFlushWaits() // from now on, the usual way
 	case b == nil && rerr == nil && ferr == nil:
 		c.pauseOffersLocked() // the bound ran out: the answer is slower than it
+	}
+	if kind == roleOffered && ferr == nil && c.nextFrameWhole() {
+		// A unary call's answer came in whole frames: its caller's
+		// goroutine parses them now, under this hold, rather than offer
+		// the role it holds and take the lock again in RecvHeaders to
+		// read them. readAsCaller offers the role afterwards.
+		c.src.batchHeld = true
+		c.readAsCaller() // returns with mu held
+		return
 	}
 	c.offerRoleLocked(kind)
 	if ferr != nil {

@@ -112,9 +112,14 @@ type Stream struct {
 func (s *Stream) waitRecvLocked() {
 	c := s.conn
 	if c.roleState().offered() && !s.canceled() && c.takeOffered(roleTaken) {
-		// The reader offered its role (reader.go): read for ourselves.
+		// The reader offered its role (reader.go): read for ourselves,
+		// under this hold when the next frame is already here.
 		s.rmu.Unlock()
-		c.mu.Unlock()
+		if c.src != nil && c.nextFrameWhole() {
+			c.src.batchHeld = true
+		} else {
+			c.mu.Unlock()
+		}
 		c.readAsCaller() // returns with mu held
 		c.mu.Unlock()
 		return
