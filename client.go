@@ -157,6 +157,12 @@ const defaultClientMaxFrameSize = 256 << 10
 // and connects lazily, on the first call or Connect: the ClientConn starts
 // IDLE, as grpc-go's does (see GetState).
 func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
+	return newClient(target, "", opts)
+}
+
+// newClient is NewClient, reading a target without a known scheme with
+// scheme when it is not "" (Dial's "passthrough").
+func newClient(target, scheme string, opts []DialOption) (*ClientConn, error) {
 	cc := &ClientConn{target: target}
 	cc.opts.backoff = defaultBackoff
 	cc.opts.maxFrameSize = defaultClientMaxFrameSize
@@ -190,7 +196,7 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 		// per-RPC credentials to the connection's in its transport.
 		cc.opts.perRPC = append(cc.opts.perRPC[:len(cc.opts.perRPC):len(cc.opts.perRPC)], bundlePerRPC)
 	}
-	parsed, builder, defScheme, err := parseTarget(target, cc.opts.resolvers)
+	parsed, builder, defScheme, err := parseTarget(target, scheme, cc.opts.resolvers)
 	if err != nil {
 		return nil, err
 	}

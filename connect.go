@@ -37,6 +37,10 @@ func (cc *ClientConn) connectAddr(parent context.Context, a resolver.Address) (*
 	// Failures are worded as grpc-go words them, so that a status
 	// message reads the same on either stack.
 	if err != nil {
+		if d := cc.opts.dial; d != nil && d.failOnNonTemp {
+			// grpc-go's own wording in this mode differs by a capital.
+			return nil, nil, fmt.Errorf("transport: error while dialing: %w", err)
+		}
 		return nil, nil, fmt.Errorf("transport: Error while dialing: %w", err)
 	}
 	// The handshake names the server as grpc-go's does: WithAuthority,

@@ -353,6 +353,10 @@ type dialOptions struct {
 	disableRetry         bool
 	maxCallAttempts      int
 	disableHealthCheck   bool
+	// dial holds what only Dial and DialContext use (dial.go): nil
+	// unless one of their options was given, so that a ClientConn made
+	// by NewClient carries one pointer for them.
+	dial *dialWait
 }
 
 // WithPerRPCCredentials adds credentials whose metadata goes with every

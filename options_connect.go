@@ -69,33 +69,47 @@ func WithDialer(f func(string, time.Duration) (net.Conn, error)) DialOption {
 // as with grpc-go.
 func WithInsecure() DialOption { return WithTransportCredentials(insecure.NewCredentials()) }
 
-// WithBlock is accepted and has no effect: it asks grpc-go's Dial to wait
-// for the connection, and grpc-go's NewClient ignores it too. A leangrpc
-// ClientConn connects on its first call or Connect; use
-// grpc.WaitForReady(true) for calls that should wait for it, or wait for
-// READY with Connect, GetState and WaitForStateChange as with grpc-go.
+// WithBlock makes Dial and DialContext return only once the ClientConn is
+// READY, or fail when their context ends first (see DialContext). It does
+// nothing to NewClient, which never blocks, as with grpc-go.
 //
-// Deprecated: grpc-go deprecates it (not supported by NewClient).
-func WithBlock() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
+// Deprecated: grpc-go deprecates it (not supported by NewClient); wait for
+// READY with Connect, GetState and WaitForStateChange instead.
+func WithBlock() DialOption {
+	return dialOptionFunc(func(o *dialOptions) { o.blocking().block = true })
+}
 
-// WithReturnConnectionError is accepted and has no effect, as with
-// grpc-go's NewClient (it only matters to a blocking Dial).
+// WithReturnConnectionError is WithBlock, and a blocking Dial whose context
+// ends returns the last connection error with the context's, as grpc-go's
+// does.
 //
 // Deprecated: grpc-go deprecates it (not supported by NewClient).
-func WithReturnConnectionError() DialOption { return dialOptionFunc(func(*dialOptions) {}) }
+func WithReturnConnectionError() DialOption {
+	return dialOptionFunc(func(o *dialOptions) {
+		b := o.blocking()
+		b.block, b.returnLastError = true, true
+	})
+}
 
-// FailOnNonTempDialError is accepted and has no effect, as with grpc-go's
-// NewClient (it only matters to a blocking Dial).
+// FailOnNonTempDialError makes a blocking Dial fail at once, with the
+// connection error, when a connection attempt fails with an error that is
+// not temporary (a refused connection, say), rather than wait for its
+// context. It does nothing to NewClient, as with grpc-go.
 //
 // Deprecated: grpc-go deprecates it (not supported by NewClient).
-func FailOnNonTempDialError(bool) DialOption { return dialOptionFunc(func(*dialOptions) {}) }
+func FailOnNonTempDialError(f bool) DialOption {
+	return dialOptionFunc(func(o *dialOptions) { o.blocking().failOnNonTemp = f })
+}
 
-// WithTimeout is accepted and has no effect, as with grpc-go's NewClient
-// (it bounds a blocking Dial). A connection attempt is bounded by
-// WithConnectParams' MinConnectTimeout.
+// WithTimeout bounds a blocking Dial (WithBlock) as its context would. It
+// does nothing to NewClient, as with grpc-go; a connection attempt is
+// bounded by WithConnectParams' MinConnectTimeout.
 //
-// Deprecated: grpc-go deprecates it (not supported by NewClient).
-func WithTimeout(time.Duration) DialOption { return dialOptionFunc(func(*dialOptions) {}) }
+// Deprecated: grpc-go deprecates it (not supported by NewClient); use
+// DialContext with a context that has a deadline.
+func WithTimeout(d time.Duration) DialOption {
+	return dialOptionFunc(func(o *dialOptions) { o.blocking().timeout = d })
+}
 
 // WithResolvers adds resolver builders for this ClientConn only. A target
 // whose scheme one of them serves uses it rather than the one registered

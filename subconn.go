@@ -177,6 +177,7 @@ func (sc *subConn) dial(ctx context.Context, addrs []resolver.Address) {
 	}
 	sc.dialCancel = nil
 	if err != nil {
+		sc.cc.noteConnError(connError{err})
 		sc.setStateLocked(connectivity.TransientFailure, connError{err})
 		delay := sc.cc.opts.backoff.delay(sc.retries)
 		sc.retries++

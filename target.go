@@ -1,6 +1,7 @@
 package leangrpc
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"strings"
@@ -30,14 +31,15 @@ func targetDefaultScheme() string {
 }
 
 // parseTarget returns the parsed target, the builder of its resolver and
-// the default scheme it was read with ("" when it named its own).
-func parseTarget(target string, own []resolver.Builder) (t resolver.Target, b resolver.Builder, defScheme string, err error) {
+// the default scheme it was read with ("" when it named its own): scheme,
+// or NewClient's when scheme is "".
+func parseTarget(target, scheme string, own []resolver.Builder) (t resolver.Target, b resolver.Builder, defScheme string, err error) {
 	if u, err := url.Parse(target); err == nil {
 		if b := findResolver(u.Scheme, own); b != nil {
 			return resolver.Target{URL: *u}, b, "", nil
 		}
 	}
-	defScheme = targetDefaultScheme()
+	defScheme = cmp.Or(scheme, targetDefaultScheme())
 	u, err := url.Parse(defScheme + ":///" + target)
 	if err != nil {
 		return resolver.Target{}, nil, "", err

@@ -33,7 +33,7 @@ const (
 // each end of a pairing is converted on its own.
 type Rules struct {
 	Server bool // grpc.NewServer, grpc.Server, grpc.ServerOption, the ServerOption constructors
-	Client bool // grpc.NewClient, grpc.Dial, grpc.ClientConn, grpc.DialOption, the DialOption constructors
+	Client bool // grpc.NewClient, grpc.Dial, grpc.DialContext, grpc.ClientConn, grpc.DialOption, the DialOption constructors
 }
 
 // Renames maps identifiers of package grpc to those of package leangrpc.
@@ -57,12 +57,9 @@ func RenamesFor(grpcDir string, r Rules) (Renames, error) {
 		}
 	}
 	if r.Client {
-		for _, n := range append(client, "NewClient", "ClientConn", "DialOption") {
+		for _, n := range append(client, "NewClient", "Dial", "DialContext", "ClientConn", "DialOption") {
 			m[n] = n
 		}
-		// grpc.Dial is NewClient with the passthrough resolver as default;
-		// leangrpc has only NewClient.
-		m["Dial"] = "NewClient"
 	}
 	return m, nil
 }

@@ -16,13 +16,10 @@ func renamesFor(t *testing.T, r Rules) Renames {
 
 func TestRenamesFromGRPCSource(t *testing.T) {
 	both := renamesFor(t, Rules{Server: true, Client: true})
-	for _, n := range []string{"NewServer", "KeepaliveParams", "Creds", "NewClient", "WithTransportCredentials", "WithDefaultServiceConfig", "WithResolvers", "ClientConn", "DialOption"} {
+	for _, n := range []string{"NewServer", "KeepaliveParams", "Creds", "NewClient", "Dial", "DialContext", "WithTransportCredentials", "WithDefaultServiceConfig", "WithResolvers", "ClientConn", "DialOption"} {
 		if both[n] != n {
 			t.Errorf("renames[%q] = %q, want %q", n, both[n], n)
 		}
-	}
-	if both["Dial"] != "NewClient" {
-		t.Errorf("renames[Dial] = %q, want NewClient", both["Dial"])
 	}
 	// Call options and everything else stay grpc-go's.
 	for _, n := range []string{"WaitForReady", "Peer", "Header", "ServiceRegistrar", "ClientConnInterface"} {
@@ -82,7 +79,7 @@ func dial(ctx context.Context) (*grpc.ClientConn, []grpc.CallOption, error) {
 		want: []string{`"github.com/leangrpc/leangrpc"`, `"google.golang.org/grpc"`,
 			`func dial(ctx context.Context) (*leangrpc.ClientConn, []grpc.CallOption, error) {`,
 			`opts := []leangrpc.DialOption{leangrpc.WithTransportCredentials(insecure.NewCredentials())}`,
-			`cc, err := leangrpc.NewClient("x", opts...)`,
+			`cc, err := leangrpc.Dial("x", opts...)`,
 			`return cc, []grpc.CallOption{grpc.WaitForReady(true)}, err`},
 	}, {
 		name: "renamed import",
