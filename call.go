@@ -451,7 +451,7 @@ func invokeStream(cs *grpcwire.ClientStream, cst *clientCallStats, args, reply a
 	}
 	if err != nil {
 		if err == io.EOF {
-			return status.Error(codes.Internal, "cardinality violation: received no response message from non-server-streaming RPC")
+			return status.Error(codes.Unimplemented, "cardinality violation: received no response message from non-server-streaming RPC")
 		}
 		return err
 	}
@@ -459,7 +459,7 @@ func invokeStream(cs *grpcwire.ClientStream, cst *clientCallStats, args, reply a
 	if err == nil {
 		msg.Free()
 		cs.Abort()
-		return status.Error(codes.Internal, "cardinality violation: expected <EOF> for non server-streaming RPCs, but received another message")
+		return status.Error(codes.Unimplemented, "cardinality violation: expected <EOF> for non server-streaming RPCs, but received another message")
 	}
 	if err == io.EOF {
 		return nil
@@ -735,7 +735,7 @@ func (s *clientStream) RecvMsg(m any) error {
 		case err2 == nil:
 			msg.Free()
 			s.cs.Abort()
-			err = status.Error(codes.Internal, "cardinality violation: expected <EOF> for non server-streaming RPCs, but received another message")
+			err = status.Error(codes.Unimplemented, "cardinality violation: expected <EOF> for non server-streaming RPCs, but received another message")
 		case err2 == io.EOF:
 			s.finish(nil)
 			return nil
@@ -745,7 +745,7 @@ func (s *clientStream) RecvMsg(m any) error {
 	}
 	if err != nil {
 		if err == io.EOF && !s.desc.ServerStreams && !s.recvOne {
-			err = status.Error(codes.Internal, "cardinality violation: received no response message from non-server-streaming RPC")
+			err = status.Error(codes.Unimplemented, "cardinality violation: received no response message from non-server-streaming RPC")
 		}
 		if err == io.EOF {
 			s.finish(nil)

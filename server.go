@@ -885,12 +885,13 @@ func (s *serverStream) RecvMsg(m any) error {
 
 // recvOne receives the one request message of an RPC that is not
 // client-streaming and checks, as grpc-go does, that the client sends no
-// second one.
+// second one. A violation is Unimplemented, as gRPC's status code document
+// and Connect's conformance suite have it (grpc-go says Internal).
 func (s *serverStream) recvOne(m any) error {
 	s.got = true
 	if err := s.recvMsg(m); err != nil {
 		if err == io.EOF {
-			return status.Error(codes.Internal, "cardinality violation: received no request message from non-client-streaming RPC")
+			return status.Error(codes.Unimplemented, "cardinality violation: received no request message from non-client-streaming RPC")
 		}
 		return err
 	}
@@ -898,7 +899,7 @@ func (s *serverStream) recvOne(m any) error {
 	case io.EOF:
 		return nil
 	case nil:
-		return status.Error(codes.Internal, "cardinality violation: received multiple request messages for non-client-streaming RPC")
+		return status.Error(codes.Unimplemented, "cardinality violation: received multiple request messages for non-client-streaming RPC")
 	default:
 		return err
 	}
