@@ -212,6 +212,12 @@ func (cc *ClientConn) openStream(ctx context.Context, method string, ci *callInf
 		if p.md != nil {
 			req.MD = metadata.Join(req.MD, p.md)
 		}
+		cfg := cfg
+		if p.done != nil {
+			// The balancer's Done hears the trailers (DoneInfo.Trailer,
+			// and the load report they may carry).
+			cfg.NoMetadata = false
+		}
 		var cs *grpcwire.ClientStream
 		if hold {
 			cs, err = grpcwire.NewClientStreamHold(ctx, p.conn, &req, cfg)
@@ -481,7 +487,8 @@ func doneInfo(cs *grpcwire.ClientStream, err error) balancer.DoneInfo {
 		err = nil
 	}
 	h, _ := cs.Header()
-	return balancer.DoneInfo{Err: err, Trailer: cs.Trailer(), BytesSent: true, BytesReceived: h != nil}
+	tr := cs.Trailer()
+	return balancer.DoneInfo{Err: err, Trailer: tr, BytesSent: true, BytesReceived: h != nil, ServerLoad: serverLoad(tr)}
 }
 
 // after fills the Header, Trailer and Peer call options.

@@ -3,6 +3,7 @@ module github.com/leangrpc/leangrpc
 go 1.26.0
 
 require (
+	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2
 	golang.org/x/net v0.62.0
 	golang.org/x/oauth2 v0.36.0
 	golang.org/x/sys v0.49.0
@@ -14,7 +15,6 @@ require (
 require (
 	cloud.google.com/go/compute/metadata v0.9.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
