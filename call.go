@@ -44,6 +44,10 @@ type callInfo struct {
 	// stats handler hears (DelayedPickComplete).
 	via            *subConn
 	waitedResolver bool
+	// nameResolutionDelay says the call waited for the resolver's
+	// first report (it had none yet when the call came, and did not get
+	// one while leaving idle mode), for every attempt's RPCTagInfo.
+	nameResolutionDelay bool
 	// waitForReadySet says a call option set waitForReady: it wins over
 	// the method config's.
 	waitForReadySet bool
@@ -339,7 +343,7 @@ func (cc *ClientConn) Invoke(ctx context.Context, method string, args, reply any
 }
 
 func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any, _ *grpc.ClientConn, opts ...grpc.CallOption) (err error) {
-	sc, waited, err := cc.config(ctx)
+	sc, waited, delayed, err := cc.config(ctx)
 	if err != nil {
 		return err
 	}
@@ -351,7 +355,7 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 	if err != nil {
 		return err
 	}
-	ci.waitedResolver = waited
+	ci.waitedResolver, ci.nameResolutionDelay = waited, delayed
 	if len(ci.onFinish) > 0 {
 		defer func() {
 			for _, f := range ci.onFinish {
@@ -450,8 +454,9 @@ func invokeStream(cs *grpcwire.ClientStream, cst *clientCallStats, args, reply a
 		cs.Abort()
 		return err
 	}
+	var got grpcwire.MsgSize
 	if cst != nil {
-		err = cst.recvMsg(cs, reply)
+		got, err = cs.RecvMsgSized(reply)
 	} else {
 		err = cs.RecvMsg(reply)
 	}
@@ -462,6 +467,12 @@ func invokeStream(cs *grpcwire.ClientStream, cst *clientCallStats, args, reply a
 		return err
 	}
 	msg, err := cs.Recv()
+	if cst != nil {
+		// The response is reported after the trailers that came with it
+		// (taken in by the Recv above): grpc-go's reader reports them as
+		// they arrive, before its caller decodes the message.
+		cst.inPayload(reply, got)
+	}
 	if err == nil {
 		msg.Free()
 		cs.Abort()
@@ -527,10 +538,10 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, _ *g
 func (cc *ClientConn) newStreamOn(ctx context.Context, desc *grpc.StreamDesc, method string, via *subConn, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	var sc *serviceConfig
 	var mc *methodConfig
-	waited := false
+	waited, delayed := false, false
 	if via == nil {
 		var err error
-		if sc, waited, err = cc.config(ctx); err != nil {
+		if sc, waited, delayed, err = cc.config(ctx); err != nil {
 			return nil, err
 		}
 		if sc != nil {
@@ -542,7 +553,7 @@ func (cc *ClientConn) newStreamOn(ctx context.Context, desc *grpc.StreamDesc, me
 		return nil, err
 	}
 	ci.via = via
-	ci.waitedResolver = waited
+	ci.waitedResolver, ci.nameResolutionDelay = waited, delayed
 	if sc != nil {
 		return cc.newStreamConfigured(ctx, desc, method, &ci, sc, mc)
 	}
@@ -733,11 +744,24 @@ func (s *clientStream) RecvMsg(m any) error {
 			return err
 		}
 	}
-	err := s.cc.closingErr(s.recvMsg(m))
+	// A unary response's message is reported after the trailers that
+	// came with it, as in invokeStream.
+	unaryStats := s.stats != nil && !s.desc.ServerStreams
+	var got grpcwire.MsgSize
+	var err error
+	if unaryStats {
+		got, err = s.cs.RecvMsgSized(m)
+		err = s.cc.closingErr(err)
+	} else {
+		err = s.cc.closingErr(s.recvMsg(m))
+	}
 	if err == nil && !s.desc.ServerStreams {
 		// A unary response: the status must follow.
 		s.recvOne = true
 		msg, err2 := s.cs.Recv()
+		if unaryStats {
+			s.stats.inPayload(m, got)
+		}
 		switch {
 		case err2 == nil:
 			msg.Free()

@@ -93,6 +93,9 @@ type ClientConn struct {
 	// made (they register at init), as grpc-go's transport computes it.
 	acceptEncoding string
 	stats          stats.Handler // nil without WithStatsHandler options
+	// connEnds reports each connection's ConnEnd once (stats_client.go);
+	// with a stats handler only, guarded by mu.
+	connEnds map[*h2conn.Conn]*connEnd
 	// unixScheme marks grpc-go's unix and unix-abstract resolvers, whose
 	// addresses are socket paths. grpc-go marks such addresses with an
 	// attribute under an internal key; leangrpc knows them by the
@@ -312,6 +315,7 @@ func (cc *ClientConn) Close() error {
 	for _, c := range conns {
 		c.Close()
 		<-c.Done()
+		cc.endConnStats(c) // before Close returns, as grpc-go's transports report it
 	}
 	return nil
 }

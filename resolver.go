@@ -282,28 +282,36 @@ func (cc *ClientConn) defaultConfig() *serviceConfig {
 // resolver's first report the channel cannot know it: the call leaves
 // idle mode and waits for that report, as grpc-go's calls do, whether or
 // not they wait for ready.
-// waited says it had to.
-func (cc *ClientConn) config(ctx context.Context) (sc *serviceConfig, waited bool, err error) {
+// waited says the channel had no report yet when the call came (the call
+// that takes it out of idle mode: its pick is a delayed one, as grpc-go
+// reports it), delayed that the call had to wait for the report
+// (RPCTagInfo.NameResolutionDelay); a resolver that reports while it is
+// built (passthrough, dns for an address) delays nothing.
+func (cc *ClientConn) config(ctx context.Context) (sc *serviceConfig, waited, delayed bool, err error) {
 	if !cc.resolved.Load() {
-		if err := cc.waitResolved(ctx); err != nil {
-			return nil, true, err
+		blocked, err := cc.waitResolved(ctx)
+		if err != nil {
+			return nil, true, false, err
 		}
-		waited = true
+		waited, delayed = true, blocked
 	}
-	return cc.sc.Load(), waited, nil
+	return cc.sc.Load(), waited, delayed, nil
 }
 
-// waitResolved waits for the resolver's first report.
-func (cc *ClientConn) waitResolved(ctx context.Context) error {
+// waitResolved waits for the resolver's first report; blocked says it had
+// to wait, which it need not when a resolver that leaving idle mode built
+// reported at once (the dns resolver for an IP address, passthrough), as
+// grpc-go's RPCTagInfo.NameResolutionDelay tells.
+func (cc *ClientConn) waitResolved(ctx context.Context) (blocked bool, err error) {
 	cc.exitIdle()
 	cc.mu.Lock()
 	if cc.resolved.Load() {
 		cc.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	if cc.closed {
 		cc.mu.Unlock()
-		return errConnClosing
+		return false, errConnClosing
 	}
 	if cc.resolvedCh == nil {
 		cc.resolvedCh = make(chan struct{})
@@ -315,11 +323,11 @@ func (cc *ClientConn) waitResolved(ctx context.Context) error {
 	select {
 	case <-ch:
 		if cc.isClosed.Load() {
-			return errConnClosing
+			return true, errConnClosing
 		}
-		return nil
+		return true, nil
 	case <-ctx.Done():
-		return status.FromContextError(ctx.Err()).Err()
+		return true, status.FromContextError(ctx.Err()).Err()
 	}
 }
 

@@ -22,7 +22,9 @@ import (
 // Where leangrpc differs: the client reports InHeader and
 // InTrailer when the caller takes the headers and trailers in, not when
 // they arrive (grpc-go's reader goroutine reports them as frames come, so
-// their place among the caller's events is a race there); and
+// their place among the caller's events is a race there; for a response
+// that is one message, leangrpc reports the trailers before the message,
+// the order grpc-go's race mostly gives); and
 // DelayedPickComplete is reported when a call waited for a connection to
 // be dialed, leangrpc's counterpart of grpc-go's queued pick.
 

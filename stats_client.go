@@ -3,6 +3,7 @@ package leangrpc
 import (
 	"context"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/leangrpc/leangrpc/internal/grpcwire"
@@ -16,15 +17,46 @@ import (
 // its end once it ends: with a stats handler each client connection has a
 // goroutine waiting for that (grpc-go reports the end from its transport's
 // close; leangrpc's engine has no hook a client connection could use
-// without a cost to every connection).
+// without a cost to every connection). Close reports the end of the
+// connections it closes itself, before it returns, as grpc-go's does, so
+// that a program that closes its ClientConn and exits still sees them.
 func (cc *ClientConn) beginConnStats(conn *h2conn.Conn, local, remote net.Addr) {
 	sh := cc.stats
 	ctx := sh.TagConn(context.Background(), &stats.ConnTagInfo{RemoteAddr: remote, LocalAddr: local})
 	sh.HandleConn(ctx, &stats.ConnBegin{Client: true})
+	e := &connEnd{sh: sh, ctx: ctx}
+	cc.mu.Lock()
+	if cc.connEnds == nil {
+		cc.connEnds = make(map[*h2conn.Conn]*connEnd)
+	}
+	cc.connEnds[conn] = e
+	cc.mu.Unlock()
 	go func() {
 		<-conn.Done()
-		sh.HandleConn(ctx, &stats.ConnEnd{Client: true})
+		cc.endConnStats(conn)
 	}()
+}
+
+// connEnd reports one connection's ConnEnd, once.
+type connEnd struct {
+	sh   stats.Handler
+	ctx  context.Context // TagConn's
+	once sync.Once
+}
+
+// endConnStats reports conn's ConnEnd unless it was reported already; it
+// returns once the report is made, whoever makes it.
+func (cc *ClientConn) endConnStats(conn *h2conn.Conn) {
+	cc.mu.Lock()
+	e := cc.connEnds[conn]
+	cc.mu.Unlock()
+	if e == nil {
+		return // reported and forgotten
+	}
+	e.once.Do(func() { e.sh.HandleConn(e.ctx, &stats.ConnEnd{Client: true}) })
+	cc.mu.Lock()
+	delete(cc.connEnds, conn)
+	cc.mu.Unlock()
 }
 
 // clientCallStats is one attempt of a client call as stats handlers see
@@ -47,7 +79,7 @@ type clientCallStats struct {
 // beginClientCall tags an attempt and reports its beginning.
 func (cc *ClientConn) beginClientCall(ctx context.Context, method string, ci *callInfo, clientStream, serverStream, retry bool) *clientCallStats {
 	c := &clientCallStats{sh: cc.stats, failFast: !ci.waitForReady, begin: time.Now(), compressor: ci.compressor}
-	c.ctx = c.sh.TagRPC(ctx, &stats.RPCTagInfo{FullMethodName: method, FailFast: c.failFast})
+	c.ctx = c.sh.TagRPC(ctx, &stats.RPCTagInfo{FullMethodName: method, FailFast: c.failFast, NameResolutionDelay: ci.nameResolutionDelay})
 	c.sh.HandleRPC(c.ctx, &stats.Begin{
 		Client: true, BeginTime: c.begin, FailFast: c.failFast,
 		IsClientStream: clientStream, IsServerStream: serverStream,
@@ -93,11 +125,16 @@ func (c *clientCallStats) sendMsg(cs *grpcwire.ClientStream, m any, last bool) (
 func (c *clientCallStats) recvMsg(cs *grpcwire.ClientStream, m any) error {
 	n, err := cs.RecvMsgSized(m)
 	if err == nil {
-		c.sh.HandleRPC(c.ctx, &stats.InPayload{
-			Client: true, Payload: m, Length: n.Len, CompressedLength: n.Wire, WireLength: n.Wire + grpcwire.PrefixLen, RecvTime: time.Now(),
-		})
+		c.inPayload(m, n)
 	}
 	return err
+}
+
+// inPayload reports m, received with size n.
+func (c *clientCallStats) inPayload(m any, n grpcwire.MsgSize) {
+	c.sh.HandleRPC(c.ctx, &stats.InPayload{
+		Client: true, Payload: m, Length: n.Len, CompressedLength: n.Wire, WireLength: n.Wire + grpcwire.PrefixLen, RecvTime: time.Now(),
+	})
 }
 
 // ResponseHeader is grpcwire.ResponseObserver's: the response headers.

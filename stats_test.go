@@ -25,6 +25,8 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
@@ -49,8 +51,8 @@ func (r *statsRecorder) TagRPC(ctx context.Context, info *stats.RPCTagInfo) cont
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	id := len(r.rpcs)
-	r.rpcs = append(r.rpcs, []string{fmt.Sprintf("TagRPC method=%s failfast=%v scenario=%v peer=%v",
-		info.FullMethodName, info.FailFast, md.Get("scenario"), hasPeer)})
+	r.rpcs = append(r.rpcs, []string{fmt.Sprintf("TagRPC method=%s failfast=%v scenario=%v peer=%v resolutiondelay=%v",
+		info.FullMethodName, info.FailFast, md.Get("scenario"), hasPeer, info.NameResolutionDelay)})
 	return context.WithValue(ctx, rpcIDKey{}, id)
 }
 
@@ -647,7 +649,8 @@ func TestStatsHandlerEventsMatchGRPC(t *testing.T) {
 
 // checkClientReadOrder asserts where leangrpc's client reports the
 // response's headers and trailers: the headers before the first message,
-// the trailers after the last and before the End.
+// the trailers after the last and before the End, or, for a response of
+// one message, just before it.
 func checkClientReadOrder(t *testing.T, name string, l []string) {
 	t.Helper()
 	pos := func(prefix string, last bool) int {
@@ -667,8 +670,11 @@ func checkClientReadOrder(t *testing.T, name string, l []string) {
 	if firstIn >= 0 && (hdr < 0 || hdr > firstIn) {
 		t.Errorf("%s: leangrpc client's InHeader is not before its first InPayload:\n  %s", name, strings.Join(l, "\n  "))
 	}
-	if tr >= 0 && (tr < lastIn || tr > end) {
-		t.Errorf("%s: leangrpc client's InTrailer is not between its last InPayload and End:\n  %s", name, strings.Join(l, "\n  "))
+	// A response of one message is reported after its trailers (grpc-go's
+	// usual order); a stream's trailers come after its last message.
+	oneBefore := firstIn == lastIn && tr == lastIn-1 && tr > hdr
+	if tr >= 0 && (tr < lastIn && !oneBefore || tr > end) {
+		t.Errorf("%s: leangrpc client's InTrailer is neither between its last InPayload and End nor just before a sole InPayload:\n  %s", name, strings.Join(l, "\n  "))
 	}
 }
 
@@ -947,5 +953,79 @@ func TestStatsConnBeginAfterGreeting(t *testing.T) {
 				t.Errorf("connection events %q, want one connection with %q", conns, want)
 			}
 		})
+	}
+}
+
+// tagInfos records the RPCTagInfo of every call it tags.
+type tagInfos struct {
+	mu    sync.Mutex
+	infos []stats.RPCTagInfo
+}
+
+func (r *tagInfos) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	r.mu.Lock()
+	r.infos = append(r.infos, *info)
+	r.mu.Unlock()
+	return ctx
+}
+func (*tagInfos) HandleRPC(context.Context, stats.RPCStats)                         {}
+func (*tagInfos) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (*tagInfos) HandleConn(context.Context, stats.ConnStats)                       {}
+
+// TestStatsNameResolutionDelay: a call that had to wait for the resolver's
+// first addresses is tagged with NameResolutionDelay, and the next one is
+// not, on leangrpc's client as on grpc-go's.
+func TestStatsNameResolutionDelay(t *testing.T) {
+	addr, stop := startServer(t, true, serverSettings{})
+	defer stop()
+	for _, lean := range []bool{false, true} {
+		r := manual.NewBuilderWithScheme("delayed")
+		built := make(chan struct{})
+		r.BuildCallback = func(resolver.Target, resolver.ClientConn, resolver.BuildOptions) { close(built) }
+		tags := &tagInfos{}
+		var cc grpc.ClientConnInterface
+		if lean {
+			c, err := leangrpc.NewClient("delayed:///x", leangrpc.WithResolvers(r), leangrpc.WithStatsHandler(tags))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			cc = c
+		} else {
+			c, err := grpc.NewClient("delayed:///x", grpc.WithResolvers(r), grpc.WithStatsHandler(tags), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			cc = c
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		tc := testgrpc.NewTestServiceClient(cc)
+		done := make(chan error, 1)
+		go func() {
+			_, err := tc.EmptyCall(ctx, &testpb.Empty{})
+			done <- err
+		}()
+		// The call waits for the resolver, which the ClientConn builds
+		// when the call takes it out of idle.
+		<-built
+		time.Sleep(50 * time.Millisecond)
+		r.UpdateState(resolver.State{Addresses: []resolver.Address{{Addr: addr}}})
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tc.EmptyCall(ctx, &testpb.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+		tags.mu.Lock()
+		got := []bool{}
+		for _, info := range tags.infos {
+			got = append(got, info.NameResolutionDelay)
+		}
+		tags.mu.Unlock()
+		if !slices.Equal(got, []bool{true, false}) {
+			t.Errorf("lean client %v: NameResolutionDelay of the two calls %v, want [true false]", lean, got)
+		}
 	}
 }

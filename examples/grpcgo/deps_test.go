@@ -4,6 +4,7 @@ package grpcgo
 // go.sum are this module's; these imports keep in go.sum every module the
 // programs import (go mod tidy would otherwise drop them).
 import (
+	_ "github.com/cncf/xds/go/xds/data/orca/v3"
 	_ "github.com/leangrpc/leangrpc"
 	_ "google.golang.org/grpc"
 	_ "google.golang.org/grpc/channelz/service"
@@ -12,5 +13,6 @@ import (
 	_ "google.golang.org/grpc/examples/helloworld/helloworld"
 	_ "google.golang.org/grpc/health"
 	_ "google.golang.org/grpc/keepalive"
+	_ "google.golang.org/grpc/orca"
 	_ "google.golang.org/grpc/resolver/manual"
 )
