@@ -18,19 +18,6 @@ import (
 	"github.com/leangrpc/leangrpc"
 )
 
-// refusedAddr returns a loopback address where nothing listens: a
-// connection to it is refused.
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close()
-	return addr
-}
-
 // TestDialBlock: a blocking Dial returns a READY ClientConn that serves
 // calls.
 func TestDialBlock(t *testing.T) {
@@ -115,7 +102,7 @@ func TestDialPassthrough(t *testing.T) {
 // FailOnNonTempDialError ends it at the first refusal. Each error reads as
 // grpc-go's does for the same dial.
 func TestDialBlockTimeout(t *testing.T) {
-	addr := refusedAddr(t)
+	addr := deadAddr(t)
 	creds := insecure.NewCredentials()
 	for _, tc := range []struct {
 		name       string
@@ -169,7 +156,7 @@ func TestDialBlockTimeout(t *testing.T) {
 
 // TestDialCanceled: a blocking Dial ends when its context is canceled.
 func TestDialCanceled(t *testing.T) {
-	addr := refusedAddr(t)
+	addr := deadAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	cc, err := leangrpc.DialContext(ctx, addr, leangrpc.WithTransportCredentials(insecure.NewCredentials()), leangrpc.WithBlock())
