@@ -15,13 +15,7 @@ func BenchmarkUnary(b *testing.B) {
 	all := append([]pair{{"grpc-grpc", false, false}}, pairs...)
 	for _, p := range all {
 		b.Run(p.name, func(b *testing.B) {
-			t := &testing.T{}
-			_ = t
-			addr, stop := startServerB(b, p.leanServer)
-			defer stop()
-			cc, closeCC := newClientB(b, p.leanClient, addr)
-			defer closeCC()
-			tc := testgrpc.NewTestServiceClient(cc)
+			tc := benchService(b, p)
 			ctx := context.Background()
 			req := &testpb.SimpleRequest{ResponseSize: 1024, Payload: payload(1024)}
 			if _, err := tc.UnaryCall(ctx, req); err != nil {
@@ -42,11 +36,7 @@ func BenchmarkStreamPingPong(b *testing.B) {
 	all := append([]pair{{"grpc-grpc", false, false}}, pairs...)
 	for _, p := range all {
 		b.Run(p.name, func(b *testing.B) {
-			addr, stop := startServerB(b, p.leanServer)
-			defer stop()
-			cc, closeCC := newClientB(b, p.leanClient, addr)
-			defer closeCC()
-			tc := testgrpc.NewTestServiceClient(cc)
+			tc := benchService(b, p)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			s, err := tc.FullDuplexCall(ctx)
@@ -67,6 +57,16 @@ func BenchmarkStreamPingPong(b *testing.B) {
 			s.Recv()
 		})
 	}
+}
+
+// benchService starts a server and a client of pair p, both stopped when
+// the benchmark ends, and returns the client's TestService stub.
+func benchService(b *testing.B, p pair) testgrpc.TestServiceClient {
+	addr, stop := startServerB(b, p.leanServer)
+	b.Cleanup(stop)
+	cc, closeCC := newClientB(b, p.leanClient, addr)
+	b.Cleanup(closeCC)
+	return testgrpc.NewTestServiceClient(cc)
 }
 
 func startServerB(b *testing.B, lean bool) (string, func()) {
@@ -93,11 +93,7 @@ func BenchmarkStreamLarge(b *testing.B) {
 	all := append([]pair{{"grpc-grpc", false, false}}, pairs...)
 	for _, p := range all {
 		b.Run(p.name, func(b *testing.B) {
-			addr, stop := startServerB(b, p.leanServer)
-			defer stop()
-			cc, closeCC := newClientB(b, p.leanClient, addr)
-			defer closeCC()
-			tc := testgrpc.NewTestServiceClient(cc)
+			tc := benchService(b, p)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			s, err := tc.FullDuplexCall(ctx)
@@ -128,11 +124,7 @@ func BenchmarkUnaryParallel(b *testing.B) {
 	all := append([]pair{{"grpc-grpc", false, false}}, pairs...)
 	for _, p := range all {
 		b.Run(p.name, func(b *testing.B) {
-			addr, stop := startServerB(b, p.leanServer)
-			defer stop()
-			cc, closeCC := newClientB(b, p.leanClient, addr)
-			defer closeCC()
-			tc := testgrpc.NewTestServiceClient(cc)
+			tc := benchService(b, p)
 			ctx := context.Background()
 			req := &testpb.SimpleRequest{ResponseSize: 100, Payload: payload(100)}
 			if _, err := tc.UnaryCall(ctx, req); err != nil {

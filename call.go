@@ -730,13 +730,6 @@ func (s *clientStream) sendMsg(m any, last bool) error {
 	return err
 }
 
-func (s *clientStream) recvMsg(m any) error {
-	if s.stats == nil {
-		return s.cs.RecvMsg(m)
-	}
-	return s.stats.recvMsg(s.cs, m)
-}
-
 func (s *clientStream) RecvMsg(m any) error {
 	if s.rs != nil {
 		if err := s.settle(); err != nil {
@@ -744,22 +737,24 @@ func (s *clientStream) RecvMsg(m any) error {
 			return err
 		}
 	}
-	// A unary response's message is reported after the trailers that
-	// came with it, as in invokeStream.
-	unaryStats := s.stats != nil && !s.desc.ServerStreams
 	var got grpcwire.MsgSize
 	var err error
-	if unaryStats {
+	if s.stats != nil {
 		got, err = s.cs.RecvMsgSized(m)
-		err = s.cc.closingErr(err)
 	} else {
-		err = s.cc.closingErr(s.recvMsg(m))
+		err = s.cs.RecvMsg(m)
+	}
+	err = s.cc.closingErr(err)
+	if err == nil && s.stats != nil && s.desc.ServerStreams {
+		s.stats.inPayload(m, got)
 	}
 	if err == nil && !s.desc.ServerStreams {
-		// A unary response: the status must follow.
+		// A unary response: the status must follow. Its message is
+		// reported after the trailers that came with it, as in
+		// invokeStream.
 		s.recvOne = true
 		msg, err2 := s.cs.Recv()
-		if unaryStats {
+		if s.stats != nil {
 			s.stats.inPayload(m, got)
 		}
 		switch {

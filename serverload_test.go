@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	_ "google.golang.org/grpc/orca" // installs grpc-go's own load parser, for its client's side of the comparison
 	"google.golang.org/protobuf/proto"
@@ -114,22 +113,8 @@ func TestServerLoad(t *testing.T) {
 		loadRecordersMu.Lock()
 		loadRecorders = nil
 		loadRecordersMu.Unlock()
-		var cc grpc.ClientConnInterface
-		if client.lean {
-			c, err := leangrpc.NewClient(srv.addr, leangrpc.WithTransportCredentials(insecure.NewCredentials()), leangrpc.WithDefaultServiceConfig(sc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			cc = c
-		} else {
-			c, err := grpc.NewClient(srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultServiceConfig(sc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			cc = c
-		}
+		cc := dialWith(t, client.lean, srv.addr,
+			[]leangrpc.DialOption{leangrpc.WithDefaultServiceConfig(sc)}, []grpc.DialOption{grpc.WithDefaultServiceConfig(sc)})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for _, ask := range []float32{1, 0} {

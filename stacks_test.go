@@ -58,15 +58,22 @@ func serveOn(t *testing.T, lean bool, desc *grpc.ServiceDesc, impl any) *stackSe
 // when the test ends.
 func dialOn(t *testing.T, lean bool, addr string) grpc.ClientConnInterface {
 	t.Helper()
+	return dialWith(t, lean, addr, nil, nil)
+}
+
+// dialWith is dialOn for any target, with plaintext credentials and the
+// options of the stack's client: lo for leangrpc's, gos for grpc-go's.
+func dialWith(t *testing.T, lean bool, target string, lo []leangrpc.DialOption, gos []grpc.DialOption) grpc.ClientConnInterface {
+	t.Helper()
 	if lean {
-		cc, err := leangrpc.NewClient(addr, leangrpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := leangrpc.NewClient(target, append([]leangrpc.DialOption{leangrpc.WithTransportCredentials(insecure.NewCredentials())}, lo...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cc.Close() })
 		return cc
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(target, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, gos...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

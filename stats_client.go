@@ -121,15 +121,6 @@ func (c *clientCallStats) sendMsg(cs *grpcwire.ClientStream, m any, last bool) (
 	return n, err
 }
 
-// recvMsg receives into m from cs and reports it.
-func (c *clientCallStats) recvMsg(cs *grpcwire.ClientStream, m any) error {
-	n, err := cs.RecvMsgSized(m)
-	if err == nil {
-		c.inPayload(m, n)
-	}
-	return err
-}
-
 // inPayload reports m, received with size n.
 func (c *clientCallStats) inPayload(m any, n grpcwire.MsgSize) {
 	c.sh.HandleRPC(c.ctx, &stats.InPayload{

@@ -983,22 +983,9 @@ func TestStatsNameResolutionDelay(t *testing.T) {
 		built := make(chan struct{})
 		r.BuildCallback = func(resolver.Target, resolver.ClientConn, resolver.BuildOptions) { close(built) }
 		tags := &tagInfos{}
-		var cc grpc.ClientConnInterface
-		if lean {
-			c, err := leangrpc.NewClient("delayed:///x", leangrpc.WithResolvers(r), leangrpc.WithStatsHandler(tags))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			cc = c
-		} else {
-			c, err := grpc.NewClient("delayed:///x", grpc.WithResolvers(r), grpc.WithStatsHandler(tags), grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			cc = c
-		}
+		cc := dialWith(t, lean, "delayed:///x",
+			[]leangrpc.DialOption{leangrpc.WithResolvers(r), leangrpc.WithStatsHandler(tags)},
+			[]grpc.DialOption{grpc.WithResolvers(r), grpc.WithStatsHandler(tags)})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		tc := testgrpc.NewTestServiceClient(cc)

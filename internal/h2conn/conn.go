@@ -728,10 +728,7 @@ func (c *Conn) onData(f *h2frame.DataFrame, rb *readBatch) *Error {
 		}
 		return c.resetStream(id, h2frame.ErrCodeProtocol, "content_length_mismatch")
 	}
-	c.deliverLocked(s, f, b, end) // takes ownership of b
-	s.rmu.Lock()
-	s.signalRecvFrame(rb)
-	s.rmu.Unlock()
+	c.deliverLocked(s, f, b, end, rb) // takes ownership of b
 	c.setStateLocked(s, st)
 	c.doneFrame(rb, s.takeArrivalLocked())
 	return nil

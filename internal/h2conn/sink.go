@@ -107,9 +107,9 @@ func (c *Conn) lazySizeLocked(have, to int) int {
 // in the registered buffer is counted for RecvInto, and b (the rest; takes
 // ownership) joins the receive queue, which ends the registration. The
 // registration also ends when its range is full or the stream's data ends.
-// With end, the stream's data ends here (recvEOF). The receiver is not
-// signaled.
-func (c *Conn) deliverLocked(s *Stream, f *h2frame.DataFrame, b *bufpool.Buffer, end bool) {
+// With end, the stream's data ends here (recvEOF). The receiver is
+// signaled (signalRecvFrame) in the same hold of rmu.
+func (c *Conn) deliverLocked(s *Stream, f *h2frame.DataFrame, b *bufpool.Buffer, end bool, rb *readBatch) {
 	var inc uint32
 	if f.Landed > 0 && f.Sink == s.sink {
 		// f.Sink is s.sink only while the registration DataDest used
@@ -122,26 +122,20 @@ func (c *Conn) deliverLocked(s *Stream, f *h2frame.DataFrame, b *bufpool.Buffer,
 		s.rmu.Unlock()
 	}
 	s.sendCreditLocked(inc)
-	queued := false
+	if b != nil && b.Len() == 0 {
+		b.Free() // empty payload: nothing to deliver
+		b = nil
+	}
+	s.rmu.Lock()
 	if b != nil {
-		if b.Len() == 0 {
-			b.Free() // empty payload: nothing to deliver
-			b = nil
-		} else {
-			queued = true
-		}
+		s.recvQ.push(b, c.ledger()) // the stream's receive queue now owns b; Recv hands it on
 	}
-	if queued || end {
-		s.rmu.Lock()
-		if queued {
-			s.recvQ.push(b, c.ledger()) // the stream's receive queue now owns b; Recv hands it on
-		}
-		if end {
-			s.recvEOF = true
-		}
-		s.rmu.Unlock()
+	if end {
+		s.recvEOF = true
 	}
-	if queued || end || s.sinkOff >= s.sinkEnd {
+	s.signalRecvFrame(rb)
+	s.rmu.Unlock()
+	if b != nil || end || s.sinkOff >= s.sinkEnd {
 		s.endSinkLocked()
 	} else {
 		s.noteSink()
