@@ -702,24 +702,6 @@ func (c *Conn) onData(f *h2frame.DataFrame, rb *readBatch) *Error {
 		}
 		return c.resetStream(id, h2frame.ErrCodeStreamClosed, "data_on_half_closed_stream")
 	}
-	s.rmu.Lock()
-	if !s.in.take(f.FlowLen) {
-		s.rmu.Unlock()
-		c.unlockFrame(rb)
-		if b != nil {
-			b.Free() // frame payload refused
-		}
-		return c.resetStream(id, h2frame.ErrCodeFlowControl, "stream_window_exceeded")
-	}
-	var inc uint32
-	if pad := int(f.FlowLen) - n; pad > 0 {
-		// Padding is consumed on arrival: give it back with the next update.
-		inc = s.in.credit(pad, c.streamWindow.Load())
-	}
-	s.rmu.Unlock()
-	if inc > 0 && !end {
-		c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: id, val: inc}, false)
-	}
 	s.recvBytes += int64(n)
 	if s.contentLength >= 0 && (s.recvBytes > s.contentLength || (end && s.recvBytes != s.contentLength)) {
 		c.unlockFrame(rb)
@@ -728,7 +710,10 @@ func (c *Conn) onData(f *h2frame.DataFrame, rb *readBatch) *Error {
 		}
 		return c.resetStream(id, h2frame.ErrCodeProtocol, "content_length_mismatch")
 	}
-	c.deliverLocked(s, f, b, end, rb) // takes ownership of b
+	if !c.deliverLocked(s, f, b, n, end, rb) { // takes ownership of b
+		c.unlockFrame(rb)
+		return c.resetStream(id, h2frame.ErrCodeFlowControl, "stream_window_exceeded")
+	}
 	c.setStateLocked(s, st)
 	c.doneFrame(rb, s.takeArrivalLocked())
 	return nil

@@ -103,30 +103,40 @@ func (c *Conn) lazySizeLocked(have, to int) int {
 	return min(to, have+int(c.streamWindow.Load()))
 }
 
-// deliverLocked hands the data of an accepted DATA frame to s: what landed
-// in the registered buffer is counted for RecvInto, and b (the rest; takes
-// ownership) joins the receive queue, which ends the registration. The
-// registration also ends when its range is full or the stream's data ends.
-// With end, the stream's data ends here (recvEOF). The receiver is
-// signaled (signalRecvFrame) in the same hold of rmu.
-func (c *Conn) deliverLocked(s *Stream, f *h2frame.DataFrame, b *bufpool.Buffer, end bool, rb *readBatch) {
-	var inc uint32
-	if f.Landed > 0 && f.Sink == s.sink {
-		// f.Sink is s.sink only while the registration DataDest used
-		// lives: it ends only here or when the stream fails (and a
-		// failed stream refuses the frame before this).
-		s.sinkGot += int(f.Landed)
-	} else if f.Landed > 0 {
-		s.rmu.Lock()
-		inc = s.creditRx(int(f.Landed)) // the receiver gave up: dropped, as consumed
-		s.rmu.Unlock()
-	}
-	s.sendCreditLocked(inc)
+// deliverLocked hands the data of an accepted DATA frame to s, n of its
+// bytes data and the rest padding: it charges the frame to the stream's
+// receive window, counts what landed in the registered buffer for
+// RecvInto, and queues b (the rest; takes ownership), which ends the
+// registration. The registration also ends when its range is full or the
+// stream's data ends. With end, the stream's data ends here (recvEOF). It
+// signals the receiver (signalRecvFrame), all in one hold of rmu. It
+// reports false, having freed b and changed nothing, when the frame
+// exceeds the stream's window.
+func (c *Conn) deliverLocked(s *Stream, f *h2frame.DataFrame, b *bufpool.Buffer, n int, end bool, rb *readBatch) bool {
+	// f.Sink is s.sink only while the registration DataDest used lives:
+	// it ends only here or when the stream fails (and a failed stream
+	// refuses the frame before this).
+	landed := f.Landed > 0 && f.Sink == s.sink
 	if b != nil && b.Len() == 0 {
 		b.Free() // empty payload: nothing to deliver
 		b = nil
 	}
 	s.rmu.Lock()
+	if !s.in.take(f.FlowLen) {
+		s.rmu.Unlock()
+		if b != nil {
+			b.Free() // frame payload refused
+		}
+		return false
+	}
+	var padInc, dropInc uint32
+	if pad := int(f.FlowLen) - n; pad > 0 {
+		// Padding is consumed on arrival: given back with the next update.
+		padInc = s.in.credit(pad, c.streamWindow.Load())
+	}
+	if f.Landed > 0 && !landed {
+		dropInc = s.creditRx(int(f.Landed)) // the receiver gave up: dropped, as consumed
+	}
 	if b != nil {
 		s.recvQ.push(b, c.ledger()) // the stream's receive queue now owns b; Recv hands it on
 	}
@@ -135,11 +145,19 @@ func (c *Conn) deliverLocked(s *Stream, f *h2frame.DataFrame, b *bufpool.Buffer,
 	}
 	s.signalRecvFrame(rb)
 	s.rmu.Unlock()
+	if padInc > 0 && !end {
+		c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: s.id, val: padInc}, false)
+	}
+	s.sendCreditLocked(dropInc)
+	if landed {
+		s.sinkGot += int(f.Landed)
+	}
 	if b != nil || end || s.sinkOff >= s.sinkEnd {
 		s.endSinkLocked()
 	} else {
 		s.noteSink()
 	}
+	return true
 }
 
 // noteSink records in sinkAny whether a registration or what it landed is
