@@ -3,6 +3,7 @@ package leangrpc
 import (
 	"context"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/leangrpc/leangrpc/internal/grpcwire"
@@ -50,6 +51,45 @@ type serverOptions struct {
 	numStreamWorkers     uint32
 	memoryBudget         int64
 	offenderBackoff      *time.Duration
+	noWebProtocols       bool
+	webProtocols         bool // !noWebProtocols, set by NewServer
+	httpHandler          http.Handler
+	corsOrigins          []string
+}
+
+// WebProtocols turns the web protocols on or off: gRPC-Web and the Connect
+// protocol, for the same services as gRPC, on the server's own listener
+// (HTTP/2, and HTTP/1.1 connections it hands to net/http) and through
+// ServeHTTP. They are on by default. They widen nothing a service
+// exposes: every call of every protocol runs the same interceptors,
+// credentials and limits, and a browser page of another origin can read
+// no answer unless CORSOrigins allows its origin. Off, a web request is
+// refused as grpc-go refuses it (HTTP 415) and HTTP/1.1 connections are
+// closed.
+func WebProtocols(on bool) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.noWebProtocols = !on })
+}
+
+// HTTPHandler routes every request that is not a call of a registered
+// service (no gRPC, gRPC-Web or Connect content-type, or a path naming no
+// registered method) to h, on the server's own listener and through
+// ServeHTTP: health pages, metrics, REST, the page of a web app, on the
+// port that serves its calls. On the own listener h sees HTTP/2 requests
+// on the engine and HTTP/1.1 ones through net/http.
+func HTTPHandler(h http.Handler) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.httpHandler = h })
+}
+
+// CORSOrigins lets pages of these origins ("https://app.example.com", or
+// "*" for any) call the server from a browser: preflight requests are
+// answered, and responses carry the fields a browser needs to let the page
+// read them, the gRPC and Connect status fields and metadata exposed.
+// None by default: a browser then lets only pages of the server's own
+// origin read its answers.
+func CORSOrigins(origins ...string) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) {
+		o.corsOrigins = append(o.corsOrigins[:len(o.corsOrigins):len(o.corsOrigins)], origins...)
+	})
 }
 
 // OffenderBackoff bounds how fast the server takes new connections from an

@@ -18,6 +18,7 @@ import (
 	"github.com/leangrpc/leangrpc/internal/grpcwire"
 	"github.com/leangrpc/leangrpc/internal/h2conn"
 	"github.com/leangrpc/leangrpc/internal/sockio"
+	"github.com/leangrpc/leangrpc/internal/webwire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -57,6 +58,13 @@ type Server struct {
 	handlers sync.WaitGroup                 // RPC handler goroutines
 	workers  *workerPool                    // the goroutines that run handlers (workers.go)
 
+	// The web protocols (web.go): the CORS policy (nil: none), whether
+	// ServeHTTP has marked the server serving, and which methods a
+	// Connect GET may call.
+	cors        *webwire.CORS
+	httpServing atomic.Bool
+	getMethods  sync.Map // full method name → bool
+
 	offenders offenders        // addresses whose connections were ended for abuse (offenders.go)
 	mdCache   grpcwire.MDCache // the incoming metadata maps calls share (rpc.Value)
 }
@@ -84,6 +92,10 @@ func NewServer(opts ...ServerOption) *Server {
 		pool = bufpool.New(o.bufferPool)
 	}
 	s.wireCfg = grpcwire.ServerConfig{Pool: pool, MaxRecv: o.maxRecv, MaxSend: o.maxSend, Codec: o.codec}
+	o.webProtocols = !o.noWebProtocols
+	if o.corsOrigins != nil {
+		s.cors = webwire.NewCORS(o.corsOrigins)
+	}
 	if o.maxConcurrentStreams == 0 {
 		// grpc-go's servers advertise no limit unless told to; ours
 		// advertises one, which clients queue behind
@@ -498,6 +510,9 @@ func (sc *serverConn) HandleStream(st *h2conn.Stream) {
 	r := &rpc{srv: s}
 	req, rej := grpcwire.ParseRequestScratch(st.Headers(), r.scratch[:])
 	if rej != nil {
+		if rej.Plain && sc.serveWebStream(st) {
+			return // a web protocol's call, or a request for the HTTPHandler
+		}
 		rq := req // only this branch pays for a heap copy
 		go grpcwire.RejectStream(st, &rq, rej)
 		return
@@ -612,7 +627,7 @@ type rpc struct {
 	unary   *grpc.MethodDesc // the registered unary method called, if it is one
 	ss      grpcwire.ServerStream
 	stream  serverStream
-	scratch [16]string // backs the request's metadata fields
+	scratch [14]string // backs the request's metadata fields (seven)
 }
 
 // ServeInline runs the call on the connection's reader (h2conn.RunInline).
@@ -702,6 +717,11 @@ func (r *rpc) Value(key any) any {
 		return r.ss.IncomingMDShared(&r.srv.mdCache)
 	case stsCtxKey:
 		return (*transportStream)(r)
+	case protocolKey{}:
+		if t, ok := r.ss.Transport().(*webwire.Transport); ok {
+			return t.Protocol()
+		}
+		return nil
 	}
 	return r.ss.Ctx.Value(key)
 }

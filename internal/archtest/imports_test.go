@@ -23,6 +23,7 @@ var allowed = map[string][]string{
 	"internal/h2frame":  {"internal/bufpool", "internal/hpack", "internal/budget"},
 	"internal/h2conn":   {"internal/h2frame", "internal/hpack", "internal/bufpool", "internal/sockio", "internal/budget"},
 	"internal/grpcwire": {"internal/h2conn", "internal/h2frame", "internal/hpack", "internal/bufpool", "google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto"},
+	"internal/webwire":  {"internal/grpcwire", "internal/h2conn", "internal/h2frame", "internal/hpack", "internal/bufpool", "google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto"},
 	"internal/h2test":   {"internal/h2frame", "internal/hpack", "internal/bufpool"},
 }
 

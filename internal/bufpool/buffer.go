@@ -145,6 +145,11 @@ func (b *Buffer) Cap() int { return cap(b.mem) }
 // SetLen sets the number of live bytes; n must not exceed Cap.
 func (b *Buffer) SetLen(n int) { b.b = b.mem[:n] }
 
+// Advance drops the first n live bytes (a header the bytes' next reader
+// does not want); n must not exceed Len. A later SetLen counts from the
+// start of the memory again.
+func (b *Buffer) Advance(n int) { b.b = b.b[n:] }
+
 // Ref adds an owner.
 func (b *Buffer) Ref() {
 	if atomic.AddInt32(&b.refs, 1) <= 1 && debug {

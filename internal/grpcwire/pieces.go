@@ -293,11 +293,20 @@ func (p *pieces) takeFirst() *bufpool.Buffer {
 	return b
 }
 
+// itemSender is what pieces are sent through: an h2conn.Stream, or a
+// ServerStream as streamSender (through its Transport when it has one).
+type itemSender interface{ Send(h2conn.SendItem) error }
+
+// streamSender is a ServerStream as an itemSender.
+type streamSender ServerStream
+
+func (s *streamSender) Send(it h2conn.SendItem) error { return (*ServerStream)(s).send(it) }
+
 // send writes the pieces the caller did not take to st as DATA, ending the
 // stream with the last when end, waits until the engine has let go of every
 // wrapped piece, and gives p back to its pool: p must not be used after.
 // The first write error ends the writes; the pieces not written are freed.
-func (p *pieces) send(st *h2conn.Stream, end bool) error {
+func (p *pieces) send(st itemSender, end bool) error {
 	var err error
 	for i, b := range p.bufs {
 		if b == nil {

@@ -34,7 +34,8 @@ type ServerConfig struct {
 // and the final status. RecvMsg is used by one goroutine, SendMsg by one
 // (possibly another); header and trailer calls may come from either.
 type ServerStream struct {
-	st    *h2conn.Stream
+	st    *h2conn.Stream // nil when tr carries the call
+	tr    Transport
 	Req   Request
 	Codec encoding.CodecV2
 	pool  *bufpool.Pool
@@ -123,7 +124,21 @@ func (s *ServerStream) Init(parent context.Context, st *h2conn.Stream, req Reque
 // unary call registers its h2conn.ArrivalHandler in the same round trip
 // of the engine lock. Until then a reset does not end s's context.
 func (s *ServerStream) InitUnregistered(parent context.Context, st *h2conn.Stream, req Request, cfg *ServerConfig) {
-	s.st, s.Req, s.maxSend, s.pool = st, req, cfg.MaxSend, cfg.Pool
+	s.st = st
+	s.init(parent, req, cfg)
+}
+
+// InitTransport is Init for a call that a Transport carries rather than
+// one of the engine's streams (a web protocol, or gRPC under net/http).
+// The transport reports an abnormal end of the exchange by calling
+// StreamReset.
+func (s *ServerStream) InitTransport(parent context.Context, tr Transport, req Request, cfg *ServerConfig) {
+	s.tr = tr
+	s.init(parent, req, cfg)
+}
+
+func (s *ServerStream) init(parent context.Context, req Request, cfg *ServerConfig) {
+	s.Req, s.maxSend, s.pool = req, cfg.MaxSend, cfg.Pool
 	if s.pool == nil {
 		s.pool = bufpool.Default()
 	}
@@ -149,6 +164,52 @@ func (s *ServerStream) InitUnregistered(parent context.Context, st *h2conn.Strea
 // handler (h2conn.Stream.SetHandlers); it reports whether a waits for the
 // request.
 func (s *ServerStream) Register(a h2conn.ArrivalHandler) bool { return s.st.SetHandlers(s, a) }
+
+// The stream's operations, on the engine's stream or the Transport.
+
+func (s *ServerStream) send(it h2conn.SendItem) error {
+	if s.tr != nil {
+		return s.tr.Send(it)
+	}
+	return s.st.Send(it)
+}
+
+func (s *ServerStream) reset(code h2frame.ErrCode) {
+	if s.tr != nil {
+		s.tr.Reset(code)
+		return
+	}
+	s.st.Reset(code)
+}
+
+func (s *ServerStream) release() {
+	if s.tr != nil {
+		s.tr.Release()
+		return
+	}
+	s.st.Release()
+}
+
+func (s *ServerStream) headersSent() bool {
+	if s.tr != nil {
+		return s.tr.HeadersSent()
+	}
+	return s.st.HeadersSent()
+}
+
+func (s *ServerStream) streamDone() <-chan struct{} {
+	if s.tr != nil {
+		return s.tr.Done()
+	}
+	return s.st.Done()
+}
+
+func (s *ServerStream) streamErr() error {
+	if s.tr != nil {
+		return s.tr.Err()
+	}
+	return s.st.Err()
+}
 
 // Expired reports whether the request's deadline had passed when the
 // stream was prepared (a grpc-timeout of zero): the context has ended with
@@ -198,7 +259,7 @@ func (s *ServerStream) leave(recv bool) {
 		p := s.parser
 		s.parser = nil
 		p.Close()
-		s.st.Release()
+		s.release()
 		*p = Parser{}
 		parsers.Put(p)
 	}
@@ -209,7 +270,7 @@ func (s *ServerStream) leave(recv bool) {
 func (s *ServerStream) onDeadline() {
 	s.mu.Lock()
 	if !s.finished {
-		s.st.Reset(h2frame.ErrCodeCancel)
+		s.reset(h2frame.ErrCodeCancel)
 	}
 	s.mu.Unlock()
 }
@@ -225,7 +286,12 @@ func (s *ServerStream) SetContext(ctx context.Context) { s.ctx = ctx }
 
 // RequestWireLength is the payload length of the HEADERS frame that
 // opened the call (stats.InHeader's WireLength).
-func (s *ServerStream) RequestWireLength() int { return s.st.HeadersWireLength() }
+func (s *ServerStream) RequestWireLength() int {
+	if s.tr != nil {
+		return 0 // no HPACK-encoded HEADERS frame
+	}
+	return s.st.HeadersWireLength()
+}
 
 // IncomingMD returns the request's metadata as grpc-go shows handlers
 // (custom fields, plus :authority, user-agent, content-type and
@@ -254,8 +320,13 @@ func (s *ServerStream) IncomingMDShared(cache *MDCache) metadata.MD {
 // Context returns the handler's context.
 func (s *ServerStream) Context() context.Context { return s.ctx }
 
-// Stream returns the underlying HTTP/2 stream.
+// Stream returns the underlying HTTP/2 stream; nil for a call a
+// Transport carries.
 func (s *ServerStream) Stream() *h2conn.Stream { return s.st }
+
+// Transport returns the Transport that carries the call; nil for a call
+// on the engine's stream.
+func (s *ServerStream) Transport() Transport { return s.tr }
 
 // SetHeader merges md into the response headers to send.
 func (s *ServerStream) SetHeader(md metadata.MD) error {
@@ -294,7 +365,7 @@ func (s *ServerStream) sendHeaderLocked() error {
 		enc = s.comp.name
 	}
 	fields := AppendResponseHeaders(fb[:0], s.Req.ContentSubtype, enc, s.header)
-	err := s.st.Send(h2conn.HeadersItem(fields, false))
+	err := s.send(h2conn.HeadersItem(fields, false))
 	clear(fb[:])
 	fieldBufs.Put(fb)
 	if err != nil {
@@ -319,11 +390,11 @@ func (s *ServerStream) sendHeaderDataLocked(b *bufpool.Buffer, last bool) (sent 
 	fields := AppendResponseHeaders(fb[:0], s.Req.ContentSubtype, enc, s.header)
 	it := h2conn.HeadersDataItem(fields, b, false) // takes ownership of b
 	it.Hold = last                                 // Finish follows at once
-	err = s.st.Send(it)
+	err = s.send(it)
 	clear(fb[:])
 	fieldBufs.Put(fb)
 	if err != nil {
-		sent = s.st.HeadersSent()
+		sent = s.headersSent()
 		if e := s.headerListErr(err); e != nil {
 			return false, e
 		}
@@ -348,7 +419,7 @@ func (s *ServerStream) headerListErr(err error) error {
 	if !errors.As(err, &hl) {
 		return nil
 	}
-	s.st.Reset(h2frame.ErrCodeInternal)
+	s.reset(h2frame.ErrCodeInternal)
 	return errHeaderListTooLarge
 }
 
@@ -442,7 +513,7 @@ func (s *ServerStream) sendMsg(m any, last bool) (n MsgSize, sentHeader bool, er
 	s.mu.Unlock()
 	it := h2conn.DataItem(b, false) // takes ownership of b
 	it.Hold = last                  // Finish follows at once
-	err = s.st.Send(it)
+	err = s.send(it)
 	s.leave(false)
 	if err != nil {
 		return MsgSize{}, sentHeader, s.statusError(err)
@@ -478,7 +549,7 @@ func (s *ServerStream) sendPieces(pc *pieces, n MsgSize, c *sendCompression) (Ms
 	} else {
 		s.mu.Unlock()
 	}
-	err := pc.send(s.st, false)
+	err := pc.send((*streamSender)(s), false)
 	s.leave(false)
 	if err != nil {
 		return MsgSize{}, sentHeader, s.statusError(err)
@@ -578,7 +649,7 @@ func (s *ServerStream) recvEntered() (Message, error) {
 			}
 			return Message{}, s.recvErr
 		}
-		if n := s.parser.TakeExpect(); n > 0 {
+		if n := s.parser.TakeExpect(); n > 0 && s.tr == nil {
 			s.st.ExpectMessage(n)
 		}
 		b, err := s.recvPayload()
@@ -611,7 +682,7 @@ func (s *ServerStream) Finish(st *status.Status) error {
 // one will read (a client resetting streams in a flood pays for each);
 // otherwise the status goes out as Finish sends it.
 func (s *ServerStream) FinishUnstarted(st *status.Status) {
-	if s.st.Err() == nil {
+	if s.streamErr() == nil {
 		s.Finish(st)
 		return
 	}
@@ -692,15 +763,15 @@ func (s *ServerStream) finish(st *status.Status, httpStatus int) (sentHeader, se
 		// waiting, and the stream's release waits for it instead.
 		it := h2conn.ResponseItem(hfields, resp, fields) // takes ownership of resp
 		it.Return = h2conn.ReturnHandedOver
-		err = s.st.Send(it)
+		err = s.send(it)
 		clear(hb[:])
 		fieldBufs.Put(hb)
 	case resp != nil:
-		err = s.st.Send(h2conn.ResponseItem(hfields, resp, fields)) // takes ownership of resp
+		err = s.send(h2conn.ResponseItem(hfields, resp, fields)) // takes ownership of resp
 		clear(hb[:])
 		fieldBufs.Put(hb)
 	default:
-		err = s.st.Send(h2conn.TrailersItem(fields))
+		err = s.send(h2conn.TrailersItem(fields))
 	}
 	clear(fb[:])
 	fieldBufs.Put(fb)
@@ -708,7 +779,7 @@ func (s *ServerStream) finish(st *status.Status, httpStatus int) (sentHeader, se
 		// A SendMsg from a goroutine the handler left behind still waits
 		// for window: the status cannot follow its message, so the stream
 		// ends with a reset.
-		s.st.Reset(h2frame.ErrCodeInternal)
+		s.reset(h2frame.ErrCodeInternal)
 	}
 	if err != nil {
 		if e := s.headerListErr(err); e != nil {
@@ -716,9 +787,9 @@ func (s *ServerStream) finish(st *status.Status, httpStatus int) (sentHeader, se
 		}
 	} else if !recvDone {
 		select {
-		case <-s.st.Done():
+		case <-s.streamDone():
 		default:
-			s.st.Reset(h2frame.ErrCodeNo)
+			s.reset(h2frame.ErrCodeNo)
 		}
 	}
 	s.Ctx.cancel(context.Canceled)
@@ -830,5 +901,8 @@ func (s *ServerStream) SkipMsg() error {
 
 // recvPayload returns the stream's next payload for the parser (nextPayload).
 func (s *ServerStream) recvPayload() (*bufpool.Buffer, error) {
+	if s.tr != nil {
+		return s.tr.Recv()
+	}
 	return nextPayload(s.parser, s.st)
 }

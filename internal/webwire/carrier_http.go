@@ -1,0 +1,174 @@
+package webwire
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/h2frame"
+	"github.com/leangrpc/leangrpc/internal/hpack"
+)
+
+// HTTPCarrier carries an exchange that net/http serves (Server.ServeHTTP):
+// net/http owns the connection, its framing and its limits. The handler
+// that made it must not return before Wait does, since a ResponseWriter
+// is not to be used after that.
+type HTTPCarrier struct {
+	w    http.ResponseWriter
+	r    *http.Request
+	rc   *http.ResponseController
+	pool *bufpool.Pool
+
+	released chan struct{}
+	relOnce  sync.Once
+
+	mu      sync.Mutex
+	ended   bool // the response is complete
+	aborted bool // Reset with an error code before the response was complete
+	bodyEOF bool
+	abort   chan struct{} // closed by an abort
+}
+
+// NewHTTPCarrier makes the carrier of one request.
+func NewHTTPCarrier(w http.ResponseWriter, r *http.Request, pool *bufpool.Pool) *HTTPCarrier {
+	return &HTTPCarrier{w: w, r: r, rc: http.NewResponseController(w), pool: pool,
+		released: make(chan struct{}), abort: make(chan struct{})}
+}
+
+// errAborted is what a send on an aborted exchange returns.
+var errAborted = errors.New("webwire: exchange aborted")
+
+func (c *HTTPCarrier) Send(status int, fields []hpack.HeaderField, body *bufpool.Buffer, trailers []hpack.HeaderField, end, hold bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.aborted || c.ended {
+		if body != nil {
+			body.Free()
+		}
+		return errAborted
+	}
+	h := c.w.Header()
+	if status != 0 {
+		for _, f := range fields {
+			k := canonicalKey(f.Name)
+			h[k] = append(h[k], f.Value)
+		}
+		if end && body == nil && trailers == nil {
+			h.Set("Content-Length", "0")
+		}
+		c.w.WriteHeader(status)
+	}
+	var err error
+	if body != nil {
+		_, err = c.w.Write(body.Bytes())
+		body.Free()
+	}
+	for _, f := range trailers {
+		k := http.TrailerPrefix + canonicalKey(f.Name)
+		h[k] = append(h[k], f.Value)
+	}
+	if trailers != nil || end {
+		c.ended = true
+		return err
+	}
+	if err == nil && !hold {
+		err = c.rc.Flush()
+	}
+	return err
+}
+
+// canonicalKey is http.CanonicalHeaderKey without its allocation for the
+// names every response has.
+func canonicalKey(name string) string {
+	switch name {
+	case "content-type":
+		return "Content-Type"
+	case "grpc-status":
+		return "Grpc-Status"
+	case "grpc-message":
+		return "Grpc-Message"
+	case "grpc-encoding":
+		return "Grpc-Encoding"
+	case "content-encoding":
+		return "Content-Encoding"
+	case "content-length":
+		return "Content-Length"
+	}
+	return http.CanonicalHeaderKey(name)
+}
+
+// recvChunk is the size of the buffers the request body is read into.
+const recvChunk = 16 << 10
+
+func (c *HTTPCarrier) Recv() (*bufpool.Buffer, error) {
+	if c.bodyEOF {
+		return nil, io.EOF
+	}
+	b := c.pool.Get(recvChunk)
+	n, err := c.r.Body.Read(b.Bytes())
+	if n > 0 {
+		b.SetLen(n)
+		if err == io.EOF {
+			c.bodyEOF = true
+		}
+		return b, nil
+	}
+	b.Free()
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	if err == io.EOF {
+		c.bodyEOF = true
+		return nil, io.EOF
+	}
+	return nil, err
+}
+
+func (c *HTTPCarrier) Reset(code h2frame.ErrCode) {
+	c.mu.Lock()
+	if code == h2frame.ErrCodeNo || c.ended || c.aborted {
+		c.mu.Unlock()
+		return
+	}
+	c.aborted = true
+	close(c.abort)
+	c.mu.Unlock()
+	c.r.Body.Close() // a receive waiting in Read returns
+}
+
+// Done is closed when the client went away or the exchange was aborted.
+func (c *HTTPCarrier) Done() <-chan struct{} {
+	select {
+	case <-c.abort:
+		return c.abort
+	default:
+	}
+	return c.r.Context().Done()
+}
+
+func (c *HTTPCarrier) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.aborted {
+		return errAborted
+	}
+	if c.ended {
+		return nil
+	}
+	return c.r.Context().Err()
+}
+
+func (c *HTTPCarrier) Release() { c.relOnce.Do(func() { close(c.released) }) }
+
+// Wait waits until the call let go of the carrier and reports whether the
+// exchange was aborted: the handler should then panic with
+// http.ErrAbortHandler, so that net/http resets the stream or closes the
+// connection rather than end an incomplete response as if it were whole.
+func (c *HTTPCarrier) Wait() (aborted bool) {
+	<-c.released
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.aborted
+}
