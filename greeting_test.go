@@ -1,9 +1,12 @@
 package leangrpc_test
 
 import (
+	"bufio"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/leangrpc/leangrpc"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
 	"github.com/leangrpc/leangrpc/internal/h2test"
 )
@@ -45,11 +48,25 @@ func TestGreetingInParts(t *testing.T) {
 	}
 }
 
-// TestGreetingNotAPreface: a greeting that is not a preface ends the
-// connection when it comes, not at the preface timeout.
+// TestGreetingNotAPreface: with the web protocols off, a greeting that is
+// not a preface ends the connection when it comes, not at the preface
+// timeout; with them on, an HTTP/1.1 request gets net/http's answer, and
+// bytes that are neither end the connection as a bad preface.
 func TestGreetingNotAPreface(t *testing.T) {
-	tg := attackTarget(t)
+	tg := attackTarget(t, leangrpc.WebProtocols(false))
 	c := tg.dial(t)
 	c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 	wantEnd(t, c, time.Second)
+
+	tg = attackTarget(t)
+	c = tg.dial(t)
+	c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 415") {
+		t.Errorf("HTTP/1.1 request answered %q, %v; want HTTP/1.1 415", line, err)
+	}
+	c = tg.dial(t)
+	c.Write([]byte("\x16\x03\x01\x00\x05hello, these bytes are no HTTP\r\n\r\n"))
+	wantEnd(t, c, 5*time.Second)
 }

@@ -43,7 +43,14 @@ type pendingHandshake struct {
 // idle poller starts; then it starts the HTTP/2 connection.
 func (s *Server) handshakeConn(nc net.Conn) {
 	p := &pendingHandshake{s: s, raw: nc, deadline: time.Now().Add(s.opts.connTimeout)}
-	p.hs = forHandshake(nc, s.opts.creds, s.h2cfg.PooledReads)
+	if s.opts.creds == nil {
+		// No handshake: a sniff of the first bytes (http1.go), whose
+		// wait is charged to the budget as a greeting's is.
+		p.hs = forSniff(nc, s.h2cfg.PooledReads)
+		s.h2cfg.Budget.Charge(budget.GreetingBytes)
+	} else {
+		p.hs = forHandshake(nc, s.opts.creds, s.h2cfg.PooledReads)
+	}
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
@@ -78,6 +85,10 @@ func (p *pendingHandshake) run() {
 	if t != nil {
 		t.Stop()
 	}
+	if s.opts.creds == nil {
+		p.sniff()
+		return
+	}
 	p.raw.SetDeadline(p.deadline)
 	// The handshake's state is charged to the budget while it runs
 	// (budget.HandshakeBytes).
@@ -104,7 +115,21 @@ func (p *pendingHandshake) run() {
 		s.connWG.Done()
 		return
 	}
+	if alpn(auth) == "http/1.1" {
+		s.connWG.Done()
+		s.handToHTTP1(c, auth)
+		return
+	}
 	s.startConn(secured(p.hs, c), auth, p.deadline)
+}
+
+// alpn is the protocol a TLS handshake negotiated, "" for other
+// credentials.
+func alpn(auth credentials.AuthInfo) string {
+	if ti, ok := auth.(credentials.TLSInfo); ok {
+		return ti.State.NegotiatedProtocol
+	}
+	return ""
 }
 
 // expire closes a connection whose first bytes did not come by the

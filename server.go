@@ -65,6 +65,7 @@ type Server struct {
 	httpServing atomic.Bool
 	getMethods  sync.Map // full method name → bool
 
+	h1        http1Server      // the net/http server HTTP/1.1 connections go to (http1.go)
 	offenders offenders        // addresses whose connections were ended for abuse (offenders.go)
 	mdCache   grpcwire.MDCache // the incoming metadata maps calls share (rpc.Value)
 }
@@ -275,7 +276,7 @@ func (s *Server) Serve(lis net.Listener) error {
 // engine's onEnd. A TLS handshake on a socket the idle poller serves first
 // waits there for the client's first bytes (handshake.go).
 func (s *Server) serveConn(nc net.Conn) {
-	if s.opts.creds == nil {
+	if s.opts.creds == nil && !s.sniffsHTTP1() {
 		s.startConn(nc, nil, time.Time{})
 		return
 	}
@@ -372,6 +373,7 @@ func (s *Server) Stop() {
 	pending := s.takePendingLocked()
 	s.mu.Unlock()
 	closePending(pending)
+	s.stopHTTP1(false)
 	for _, c := range conns {
 		c.Close()
 	}
@@ -400,6 +402,7 @@ func (s *Server) GracefulStop() {
 	for _, c := range conns {
 		c.GracefulShutdown()
 	}
+	s.stopHTTP1(true)
 	s.connWG.Wait()
 	s.handlers.Wait()
 	s.workers.stop()

@@ -172,41 +172,52 @@ func (s *Server) knownMethod(path string) bool {
 // runs on a handler worker, as native calls do.
 func (s *Server) serveWeb(parent context.Context, c webwire.Carrier, wr *webwire.Request, st *h2conn.Stream) {
 	pool := s.wireCfg.Pool
-	maxRecv := s.wireCfg.MaxRecv
-	tr := webwire.NewTransport(c, wr, pool, maxRecv)
+	tr := webwire.NewTransport(c, wr, pool, s.wireCfg.MaxRecv)
+	// answer runs an answer given before any handler: on an engine
+	// stream not on the connection's reader, which a send may wait for.
+	answer := func(f func()) {
+		if st == nil {
+			f()
+			return
+		}
+		go f()
+	}
 	r := &rpc{srv: s}
 	req, rej := grpcwire.ParseRequestScratch(wr.Fields, r.scratch[:])
 	if rej != nil {
-		tr.Reject(rej)
+		answer(func() { tr.Reject(rej) })
 		return
 	}
 	jsonFallback := false
 	if s.wireCfg.Codec == nil {
 		if _, ok := grpcwire.CodecFor(wr.Codec); !ok {
-			if wr.Codec != "json" || !wr.Proto.Web() {
-				if wr.Proto.Web() {
-					// The Connect protocol and gRPC-Web name codecs in
-					// the content-type: one the server lacks is HTTP 415.
+			switch {
+			case wr.Codec == "json" && wr.Proto.Web():
+				jsonFallback = true
+			case wr.Proto.Web():
+				// The Connect protocol and gRPC-Web name codecs in the
+				// content-type: one the server lacks is HTTP 415.
+				answer(func() {
 					webwire.Plain(c, pool, http.StatusUnsupportedMediaType, "leangrpc: unsupported codec "+wr.Codec)
 					tr.Release()
-					return
-				}
-			} else {
-				jsonFallback = true
+				})
+				return
 			}
 		}
 	}
 	if s.opts.inTap != nil {
 		var rej *grpcwire.Reject
 		if parent, rej = s.tap(parent, &req); rej != nil {
-			tr.Reject(rej)
+			answer(func() { tr.Reject(rej) })
 			return
 		}
 	}
 	r.info, r.unary = s.unaryMethod(req.Method)
 	if wr.GET && !s.sideEffectFree(req.Method) {
-		webwire.Refuse(c, pool, wr.Proto, wr.Codec, &webwire.Error{HTTPStatus: http.StatusMethodNotAllowed,
-			Code: codes.InvalidArgument, Msg: "GET is only for methods declared idempotency_level = NO_SIDE_EFFECTS"})
+		answer(func() {
+			webwire.Refuse(c, pool, wr.Proto, wr.Codec, &webwire.Error{HTTPStatus: http.StatusMethodNotAllowed,
+				Code: codes.InvalidArgument, Msg: "GET is only for methods declared idempotency_level = NO_SIDE_EFFECTS"})
+		})
 		return
 	}
 	r.ss.InitTransport(parent, tr, req, &s.wireCfg)

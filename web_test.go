@@ -3,6 +3,7 @@ package leangrpc_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -175,7 +177,7 @@ func TestWebProtocolsUnary(t *testing.T) {
 	for _, where := range []struct {
 		name, addr string
 		h1         bool // the own listener speaks HTTP/1.1 only through the hand-off
-	}{{"mounted", ws.mounted, true}, {"own", ws.own, false}} {
+	}{{"mounted", ws.mounted, true}, {"own", ws.own, true}} {
 		for _, h2 := range []bool{false, true} {
 			if !h2 && !where.h1 {
 				continue
@@ -237,9 +239,6 @@ func TestWebProtocolsStreaming(t *testing.T) {
 	ws := startWeb(t)
 	for _, where := range []struct{ name, addr string }{{"mounted", ws.mounted}, {"own", ws.own}} {
 		for _, h2 := range []bool{false, true} {
-			if !h2 && where.name == "own" {
-				continue
-			}
 			for _, proto := range []string{"connect", "grpc-web"} {
 				t.Run(where.name+"/"+map[bool]string{false: "h1", true: "h2"}[h2]+"/"+proto, func(t *testing.T) {
 					opts := []connect.ClientOption{}
@@ -337,7 +336,7 @@ func TestGRPCWebText(t *testing.T) {
 	for _, addr := range []string{ws.mounted, ws.own} {
 		in, _ := proto.Marshal(&testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: 3}, {Size: 4}}})
 		body := []byte(base64.StdEncoding.EncodeToString(envelope(0, in)))
-		resp, out := webPost(t, httpClient(addr == ws.own), "POST", "http://"+addr+"/grpc.testing.TestService/StreamingOutputCall", "application/grpc-web-text", body, "X-Grpc-Web", "1")
+		resp, out := webPost(t, httpClient(false), "POST", "http://"+addr+"/grpc.testing.TestService/StreamingOutputCall", "application/grpc-web-text", body, "X-Grpc-Web", "1")
 		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/grpc-web-text") {
 			t.Fatalf("status %d, content-type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
@@ -375,8 +374,15 @@ func TestGRPCWebText(t *testing.T) {
 // refuses.
 func TestConnectBadRequests(t *testing.T) {
 	ws := startWeb(t)
-	c := httpClient(false)
-	base := "http://" + ws.mounted + "/grpc.testing.TestService/"
+	for _, tc := range []struct {
+		addr string
+		h2   bool
+	}{{ws.mounted, false}, {ws.own, false}, {ws.own, true}} {
+		connectBadRequests(t, httpClient(tc.h2), "http://"+tc.addr+"/grpc.testing.TestService/")
+	}
+}
+
+func connectBadRequests(t *testing.T, c *http.Client, base string) {
 	resp, _ := webPost(t, c, "POST", base+"UnaryCall", "application/xml", []byte("<x/>"))
 	if resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Errorf("unknown codec: %d", resp.StatusCode)
@@ -411,8 +417,11 @@ func TestConnectBadRequests(t *testing.T) {
 // response, and that other origins get neither.
 func TestWebCORS(t *testing.T) {
 	ws := startWeb(t, leangrpc.CORSOrigins("https://app.example"))
-	for _, addr := range []string{ws.mounted, ws.own} {
-		c := httpClient(addr == ws.own)
+	for _, tc := range []struct {
+		addr string
+		h2   bool
+	}{{ws.mounted, false}, {ws.own, false}, {ws.own, true}} {
+		addr, c := tc.addr, httpClient(tc.h2)
 		url := "http://" + addr + "/grpc.testing.TestService/UnaryCall"
 		resp, _ := webPost(t, c, "OPTIONS", url, "", nil, "Origin", "https://app.example", "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "content-type,x-in")
 		if resp.StatusCode != http.StatusNoContent || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" || resp.Header.Get("Access-Control-Allow-Headers") != "content-type,x-in" {
@@ -439,7 +448,7 @@ func TestHTTPHandlerRoutes(t *testing.T) {
 		addr string
 		h2   bool
 		want string
-	}{{ws.mounted, false, "ok HTTP/1.1"}, {ws.mounted, true, "ok HTTP/2.0"}, {ws.own, true, "ok HTTP/2.0"}} {
+	}{{ws.mounted, false, "ok HTTP/1.1"}, {ws.mounted, true, "ok HTTP/2.0"}, {ws.own, false, "ok HTTP/1.1"}, {ws.own, true, "ok HTTP/2.0"}} {
 		resp, body := webPost(t, httpClient(tc.h2), "GET", "http://"+tc.addr+"/healthz", "", nil)
 		if resp.StatusCode != 200 || string(body) != tc.want {
 			t.Errorf("%s h2=%v: %d %q", tc.addr, tc.h2, resp.StatusCode, body)
@@ -448,5 +457,43 @@ func TestHTTPHandlerRoutes(t *testing.T) {
 		if resp.StatusCode != 404 {
 			t.Errorf("%s h2=%v /nothing: %d", tc.addr, tc.h2, resp.StatusCode)
 		}
+	}
+}
+
+// TestHTTP1OverTLS serves HTTP/1.1 on the own listener over TLS: grpc-go's
+// TLS credentials with "http/1.1" among the configuration's NextProtos
+// let ALPN choose it, and the call sees the TLS AuthInfo.
+func TestHTTP1OverTLS(t *testing.T) {
+	cfg := &tls.Config{Certificates: []tls.Certificate{tlsKeyPair(t, "x509/server1_cert.pem", "x509/server1_key.pem")}, NextProtos: []string{"h2", "http/1.1"}}
+	srv := leangrpc.NewServer(leangrpc.Creds(credentials.NewTLS(cfg)), leangrpc.UnaryInterceptor(
+		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			p, _ := peer.FromContext(ctx)
+			if _, ok := p.AuthInfo.(credentials.TLSInfo); !ok {
+				return nil, status.Errorf(codes.Unauthenticated, "AuthInfo %T", p.AuthInfo)
+			}
+			return h(ctx, req)
+		}))
+	testgrpc.RegisterTestServiceServer(srv, webService{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	defer srv.Stop()
+	for _, h2 := range []bool{false, true} {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: tlsCAPool(t, "x509/server_ca_cert.pem"), ServerName: "x.test.example.com"}, ForceAttemptHTTP2: h2}
+		if !h2 {
+			tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+		}
+		client := connect.NewClient[testpb.SimpleRequest, testpb.SimpleResponse](&http.Client{Transport: tr, Timeout: 10 * time.Second},
+			"https://"+lis.Addr().String()+"/grpc.testing.TestService/UnaryCall")
+		resp, err := client.CallUnary(ctxT(t), connect.NewRequest(&testpb.SimpleRequest{ResponseSize: 5}))
+		if err != nil {
+			t.Fatalf("h2=%v: %v", h2, err)
+		}
+		if len(resp.Msg.GetPayload().GetBody()) != 5 {
+			t.Fatalf("h2=%v: %v", h2, resp.Msg)
+		}
+		tr.CloseIdleConnections()
 	}
 }

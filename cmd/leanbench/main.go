@@ -94,7 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	respSizes := fs.String("respSizeBytes", "100", "comma-separated response payload sizes in bytes")
 	concs := fs.String("maxConcurrentCalls", "1", "comma-separated numbers of calls in flight (streams, for streaming)")
 	connsFlag := fs.String("connections", "", "comma-separated numbers of client connections (default 1; idle: 2000)")
-	stacksFlag := fs.String("stacks", "leangrpc,grpc-go,raw", "comma-separated stacks: leangrpc, grpc-go, raw (length-prefixed messages over TCP: the floor), leangrpc>grpc-go, grpc-go>leangrpc (client>server), all, leangrpc-nopool (pooled reads off), or leangrpc-nolowat (the receive low-water mark off)")
+	stacksFlag := fs.String("stacks", "leangrpc,grpc-go,raw", "comma-separated stacks: leangrpc, grpc-go, raw (length-prefixed messages over TCP: the floor), leangrpc>grpc-go, grpc-go>leangrpc (client>server), all, leangrpc-nopool (pooled reads off), leangrpc-nolowat (the receive low-water mark off), leangrpc-http and grpc-go-http (each server's ServeHTTP in net/http over HTTP/2 with prior knowledge, grpc-go's client), or leangrpc-connect and connect-go (the Connect protocol over HTTP/2, connect-go's client, against leangrpc's own listener and connect-go's handler)")
 	var o options
 	fs.DurationVar(&o.benchtime, "benchtime", 2*time.Second, "measured time of each run")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured time before each run")

@@ -208,7 +208,7 @@ func parseStacks(list string) ([]stack, error) {
 		ci, cok := impls[c]
 		si, sok := impls[s]
 		if !cok || !sok {
-			return nil, fmt.Errorf("unknown stack %q (want leangrpc, grpc-go, leangrpc>grpc-go, grpc-go>leangrpc, raw, leangrpc-nopool, leangrpc-nolowat, all, or -baseline's name)", name)
+			return nil, fmt.Errorf("unknown stack %q (want leangrpc, grpc-go, leangrpc>grpc-go, grpc-go>leangrpc, raw, leangrpc-nopool, leangrpc-nolowat, leangrpc-http, grpc-go-http, leangrpc-connect, connect-go, all, or -baseline's name)", name)
 		}
 		if mixed && c != s && (ci.exe != "" || si.exe != "") {
 			// A throughput run has client and server in one process.
@@ -219,6 +219,9 @@ func parseStacks(list string) ([]stack, error) {
 		}
 		if mixed && c != s && (c == stackRaw || s == stackRaw) {
 			return nil, fmt.Errorf("stack %q: raw talks only to raw", name)
+		}
+		if mixed && c != s && (webStack(c) || webStack(s)) {
+			return nil, fmt.Errorf("stack %q: the net/http and Connect stacks run as they are", name)
 		}
 		if seen[name] {
 			continue
@@ -326,4 +329,13 @@ func within(d time.Duration, f func()) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// webStack reports whether name is one of http_stacks.go's stacks.
+func webStack(name string) bool {
+	switch name {
+	case stackLeanHTTP, stackGrpcHTTP, stackLeanConnect, stackConnectGo:
+		return true
+	}
+	return false
 }

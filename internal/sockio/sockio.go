@@ -67,10 +67,14 @@ type Flusher interface{ Flush() error }
 // h2frame.VectorWriter (WriteVec). With pooled false it is a
 // *VecConn (WriteVec by writev, no ReadReady). Elsewhere it is a
 // *FallbackConn, adding only WriteVec. Wrapping a conn that Wrap returned
-// rewraps the original conn.
+// rewraps the original conn, but for ForSniff's, which pooled reads keep
+// as it is (it may be in the idle poller's set already).
 func Wrap(c net.Conn, pooled bool) net.Conn {
 	if _, ok := c.(tlsWrapper); ok {
 		return c // SecuredTLS's, ready as it is
+	}
+	if sc, ok := c.(sniffed); ok && pooled {
+		return sc
 	}
 	c = unwrap(c)
 	if w := wrapRaw(c, pooled); w != nil {
@@ -195,6 +199,12 @@ func (c *FallbackConn) write(n int64, p []byte) (int64, error) {
 
 // NetConn returns the wrapped conn.
 func (c *FallbackConn) NetConn() net.Conn { return c.Conn }
+
+// sniffed is implemented by ForSniff's conns (*Conn) only.
+type sniffed interface {
+	net.Conn
+	Peek(p []byte) (int, error)
+}
 
 // tlsWrapper is implemented by SecuredTLS's conns only.
 type tlsWrapper interface{ sockioTLS() }

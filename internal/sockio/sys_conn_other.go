@@ -21,3 +21,8 @@ func ForTLSHandshake(raw net.Conn) net.Conn { return raw }
 
 // SecuredTLS returns nil: there is no TLS-aware wait on the portable path.
 func SecuredTLS(hs, c net.Conn) net.Conn { return nil }
+
+// ForSniff returns nil: the portable path has no idle poller to wait in,
+// and reads a connection's first bytes on a goroutine (see the Linux
+// version).
+func ForSniff(raw net.Conn) net.Conn { return nil }
