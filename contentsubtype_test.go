@@ -1,6 +1,7 @@
 package leangrpc_test
 
 import (
+	"connectrpc.com/connect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -175,5 +176,24 @@ func TestForceServerCodec(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestServerJSONWithoutRegisteredCodec: a gRPC request of
+// application/grpc+json is served with protobuf's JSON mapping when no
+// codec named "json" is registered (grpc-go's server would decode it as
+// proto and fail it), as the web protocols' JSON is.
+func TestServerJSONWithoutRegisteredCodec(t *testing.T) {
+	ws := startWeb(t)
+	for _, addr := range []string{ws.own, ws.mounted} {
+		client := connect.NewClient[testpb.SimpleRequest, testpb.SimpleResponse](httpClient(true),
+			"http://"+addr+"/grpc.testing.TestService/UnaryCall", connect.WithGRPC(), connect.WithProtoJSON())
+		resp, err := client.CallUnary(ctxT(t), connect.NewRequest(&testpb.SimpleRequest{ResponseSize: 7}))
+		if err != nil {
+			t.Fatalf("%s: %v", addr, err)
+		}
+		if len(resp.Msg.GetPayload().GetBody()) != 7 {
+			t.Fatalf("%s: %v", addr, resp.Msg)
+		}
 	}
 }

@@ -2,8 +2,10 @@ package leangrpc
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	"github.com/leangrpc/leangrpc/internal/grpcwire"
@@ -51,6 +53,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if proto == webwire.None || (s.opts.httpHandler != nil && !s.knownMethod(r.URL.Path)) {
 		if s.opts.httpHandler != nil {
 			s.opts.httpHandler.ServeHTTP(w, r)
+			return
+		}
+		if allow, bad := s.badVerb(r.Method, r.URL.Path); bad {
+			w.Header().Set("Allow", allow)
+			http.Error(w, "leangrpc: method "+r.Method+" not allowed", http.StatusMethodNotAllowed)
 			return
 		}
 		http.Error(w, "leangrpc: not a gRPC, gRPC-Web or Connect request", http.StatusUnsupportedMediaType)
@@ -120,7 +127,7 @@ func requestFields(r *http.Request) []hpack.HeaderField {
 		hpack.HeaderField{Name: ":scheme", Value: scheme},
 	)
 	for k, vv := range r.Header {
-		name := strings.ToLower(k)
+		name := lowerKey(k)
 		for _, v := range vv {
 			f = append(f, hpack.HeaderField{Name: name, Value: v})
 		}
@@ -128,10 +135,44 @@ func requestFields(r *http.Request) []hpack.HeaderField {
 	return f
 }
 
+// lowerKey is a canonical header name in lower case, as HTTP/2 carries
+// it, without an allocation for the names calls usually carry.
+func lowerKey(k string) string {
+	switch k {
+	case "Content-Type":
+		return "content-type"
+	case "Te":
+		return "te"
+	case "User-Agent":
+		return "user-agent"
+	case "Grpc-Timeout":
+		return "grpc-timeout"
+	case "Grpc-Encoding":
+		return "grpc-encoding"
+	case "Grpc-Accept-Encoding":
+		return "grpc-accept-encoding"
+	case "Accept-Encoding":
+		return "accept-encoding"
+	case "Content-Length":
+		return "content-length"
+	case "Connect-Protocol-Version":
+		return "connect-protocol-version"
+	case "Connect-Timeout-Ms":
+		return "connect-timeout-ms"
+	case "Origin":
+		return "origin"
+	case "X-Grpc-Web":
+		return "x-grpc-web"
+	case "X-User-Agent":
+		return "x-user-agent"
+	}
+	return strings.ToLower(k)
+}
+
 // addrOf is a request's remote address as a net.Addr.
 func addrOf(hostport string) net.Addr {
-	if a, err := net.ResolveTCPAddr("tcp", hostport); err == nil {
-		return a
+	if ap, err := netip.ParseAddrPort(hostport); err == nil {
+		return net.TCPAddrFromAddrPort(ap)
 	}
 	return strAddr(hostport)
 }
@@ -166,10 +207,43 @@ func (s *Server) knownMethod(path string) bool {
 	return unary || stream
 }
 
-// serveWeb runs a web request (or gRPC under net/http) as a call. With st
-// nil it runs on the calling goroutine (ServeHTTP's, which net/http gave
-// the request); else st is the engine stream it came on, and the call
-// runs on a handler worker, as native calls do.
+// unknownMethodMsg is the message of the Unimplemented status of a call
+// to a method no service has: the handler dispatch's (rpc.handle's).
+func (s *Server) unknownMethodMsg(method string) string {
+	service, name, ok := grpcwire.SplitMethod(method)
+	switch {
+	case !ok:
+		return fmt.Sprintf("malformed method name: %q", method)
+	case s.services[service] != nil:
+		return fmt.Sprintf("unknown method %v for service %v", name, service)
+	}
+	return fmt.Sprintf("unknown service %v", service)
+}
+
+// badVerb reports whether a request that is no call of any protocol is
+// one to a method's path with an HTTP method other than POST and GET,
+// and returns the Allow field's value: the Connect protocol's servers
+// answer 405 Method Not Allowed there (and grpc-go a gRPC request that
+// is no POST), where other requests that are no call get 415.
+func (s *Server) badVerb(method, path string) (allow string, bad bool) {
+	if !s.opts.webProtocols || method == http.MethodPost || method == http.MethodGet {
+		return "", false
+	}
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	if !s.knownMethod(path) {
+		return "", false
+	}
+	if s.sideEffectFree(path) {
+		return "GET, POST", true
+	}
+	return "POST", true
+}
+
+// serveWeb runs a web request (or gRPC under net/http) as a call, on a
+// handler worker as native calls run. st is the engine stream it came on,
+// nil under ServeHTTP.
 func (s *Server) serveWeb(parent context.Context, c webwire.Carrier, wr *webwire.Request, st *h2conn.Stream) {
 	pool := s.wireCfg.Pool
 	tr := webwire.NewTransport(c, wr, pool, s.wireCfg.MaxRecv)
@@ -188,21 +262,16 @@ func (s *Server) serveWeb(parent context.Context, c webwire.Carrier, wr *webwire
 		answer(func() { tr.Reject(rej) })
 		return
 	}
-	jsonFallback := false
-	if s.wireCfg.Codec == nil {
+	if s.wireCfg.Codec == nil && wr.Proto.Web() && wr.Codec != "json" {
 		if _, ok := grpcwire.CodecFor(wr.Codec); !ok {
-			switch {
-			case wr.Codec == "json" && wr.Proto.Web():
-				jsonFallback = true
-			case wr.Proto.Web():
-				// The Connect protocol and gRPC-Web name codecs in the
-				// content-type: one the server lacks is HTTP 415.
-				answer(func() {
-					webwire.Plain(c, pool, http.StatusUnsupportedMediaType, "leangrpc: unsupported codec "+wr.Codec)
-					tr.Release()
-				})
-				return
-			}
+			// The Connect protocol and gRPC-Web name codecs in the
+			// content-type: one the server lacks is HTTP 415. ("json"
+			// without a registered codec is grpcwire.JSONCodec.)
+			answer(func() {
+				webwire.Plain(c, pool, http.StatusUnsupportedMediaType, "leangrpc: unsupported codec "+wr.Codec)
+				tr.Release()
+			})
+			return
 		}
 	}
 	if s.opts.inTap != nil {
@@ -211,6 +280,16 @@ func (s *Server) serveWeb(parent context.Context, c webwire.Carrier, wr *webwire
 			answer(func() { tr.Reject(rej) })
 			return
 		}
+	}
+	if (wr.Proto == webwire.ConnectUnary || wr.Proto == webwire.ConnectStream) && !s.knownMethod(req.Method) {
+		// The Connect protocol routes by path: no procedure there is
+		// HTTP 404 (Unimplemented), as its servers answer (a mux's), not
+		// the 501 its error table gives a handler's Unimplemented.
+		answer(func() {
+			webwire.Refuse(c, pool, wr.Proto, wr.Codec, &webwire.Error{HTTPStatus: http.StatusNotFound,
+				Code: codes.Unimplemented, Msg: s.unknownMethodMsg(req.Method)})
+		})
+		return
 	}
 	r.info, r.unary = s.unaryMethod(req.Method)
 	if wr.GET && !s.sideEffectFree(req.Method) {
@@ -221,18 +300,18 @@ func (s *Server) serveWeb(parent context.Context, c webwire.Carrier, wr *webwire
 		return
 	}
 	r.ss.InitTransport(parent, tr, req, &s.wireCfg)
-	if jsonFallback {
-		r.ss.Codec = webwire.JSONCodec
-	}
 	if ctxKeysLearned {
 		r.ss.SetContext(r)
 	}
 	s.handlers.Add(1)
-	if st == nil {
-		r.handle()
-		return
+	if st != nil {
+		st.SetResetHandler(&r.ss)
 	}
-	st.SetResetHandler(&r.ss)
+	// Under ServeHTTP too the call runs on a handler worker, whose stack
+	// has grown to what calls need, while net/http's goroutine waits
+	// (HTTPCarrier.Wait): a new goroutine per request would grow its
+	// stack by copying, frame by frame, for every call (11% of the CPU of
+	// a unary call under ServeHTTP, measured).
 	s.workers.run(r)
 }
 
@@ -263,7 +342,7 @@ func (s *Server) sideEffectFree(method string) bool {
 // stream; it runs on the connection's reader, which it must not block.
 func (sc *serverConn) serveWebStream(st *h2conn.Stream) bool {
 	s := sc.srv
-	var method, ctype, origin, path string
+	var method, ctype, origin, path, preflightMethod, reqHeaders string
 	for _, f := range st.Headers() {
 		switch f.Name {
 		case ":method":
@@ -274,11 +353,28 @@ func (sc *serverConn) serveWebStream(st *h2conn.Stream) bool {
 			ctype = f.Value
 		case "origin":
 			origin = f.Value
+		case "access-control-request-method":
+			preflightMethod = f.Value
+		case "access-control-request-headers":
+			reqHeaders = f.Value
 		}
 	}
 	proto, codec := webwire.Classify(method, ctype, path)
 	if !s.opts.webProtocols {
 		proto = webwire.None
+	}
+	if method == http.MethodOptions && preflightMethod != "" && s.cors != nil && s.cors.Allowed(origin) {
+		// A CORS preflight is answered before the HTTPHandler option's
+		// handler is asked, as ServeHTTP answers it: it has no
+		// content-type, so Classify finds no call in it, and the
+		// handler (a file server's 404, say) would make browsers refuse
+		// every cross-origin call.
+		c := &webwire.H2Carrier{St: st}
+		go func() {
+			c.Send(http.StatusNoContent, s.cors.Preflight(origin, reqHeaders), nil, nil, true, false)
+			c.Release()
+		}()
+		return true
 	}
 	if s.opts.httpHandler != nil {
 		if i := strings.IndexByte(path, '?'); i >= 0 {
@@ -291,20 +387,16 @@ func (sc *serverConn) serveWebStream(st *h2conn.Stream) bool {
 	}
 	c := &webwire.H2Carrier{St: st}
 	if s.cors != nil && s.cors.Allowed(origin) {
-		if method == http.MethodOptions {
+		c.Extra = s.cors.ResponseFields(origin)
+	}
+	if proto == webwire.None {
+		if allow, bad := s.badVerb(method, path); bad {
 			go func() {
-				var reqHeaders string
-				for _, f := range st.Headers() {
-					if f.Name == "access-control-request-headers" {
-						reqHeaders = f.Value
-					}
-				}
-				c.Send(http.StatusNoContent, s.cors.Preflight(origin, reqHeaders), nil, nil, true, false)
+				webwire.MethodNotAllowed(c, s.wireCfg.Pool, method, allow)
 				c.Release()
 			}()
 			return true
 		}
-		c.Extra = s.cors.ResponseFields(origin)
 	}
 	if !proto.Web() {
 		return false

@@ -370,6 +370,39 @@ func TestGRPCWebText(t *testing.T) {
 	}
 }
 
+// TestWebDeadlineHTTP1 checks that a call whose deadline passes over
+// HTTP/1.1, which has no stream to reset, is answered with
+// DEADLINE_EXCEEDED rather than a closed connection, and that the
+// handler's receive, waiting for a request the client never ends, returns
+// (the conformance suite's Timeouts cases).
+func TestWebDeadlineHTTP1(t *testing.T) {
+	ws := startWeb(t)
+	for _, addr := range []string{ws.mounted, ws.own} {
+		// One request message, and a request that does not end (until
+		// 5s: net/http's client waits for the request's writing, even
+		// when the server closed the connection).
+		pr, pw := io.Pipe()
+		time.AfterFunc(5*time.Second, func() { pw.Close() })
+		go pw.Write(envelope(0, nil))
+		req, err := http.NewRequestWithContext(ctxT(t), "POST", "http://"+addr+"/grpc.testing.TestService/FullDuplexCall", pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/connect+proto")
+		req.Header.Set("Connect-Timeout-Ms", "100")
+		resp, err := httpClient(false).Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", addr, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		pw.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "deadline_exceeded") {
+			t.Errorf("%s: %d %q %v", addr, resp.StatusCode, body, err)
+		}
+	}
+}
+
 // TestConnectBadRequests checks the protocol's errors for input it
 // refuses.
 func TestConnectBadRequests(t *testing.T) {
@@ -403,8 +436,16 @@ func connectBadRequests(t *testing.T, c *http.Client, base string) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "invalid_argument") {
 		t.Errorf("bad timeout: %d %s", resp.StatusCode, body)
 	}
+	// Another HTTP method at a method's path: 405 with Allow (the
+	// conformance suite's unexpected-verb case).
+	resp, _ = webPost(t, c, "DELETE", base+"UnaryCall", "application/proto", nil, "Connect-Protocol-Version", "1")
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+		t.Errorf("DELETE: %d Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+	// No procedure at the path: 404, as the Connect protocol's servers
+	// route (the conformance suite's unexpected-uri case).
 	resp, body = webPost(t, c, "POST", base+"NoSuchMethod", "application/json", []byte("{}"))
-	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(body), "unimplemented") {
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "unimplemented") {
 		t.Errorf("unknown method: %d %s", resp.StatusCode, body)
 	}
 	resp, body = webPost(t, c, "POST", base+"UnaryCall", "application/json", []byte(`{"responseSize": 10}`), "Connect-Protocol-Version", "1")
@@ -495,5 +536,23 @@ func TestHTTP1OverTLS(t *testing.T) {
 			t.Fatalf("h2=%v: %v", h2, resp.Msg)
 		}
 		tr.CloseIdleConnections()
+	}
+}
+
+// TestWebCORSPreflightWithHTTPHandler checks that preflights are answered
+// with an HTTPHandler too, on every way of serving: on the own listener's
+// HTTP/2 (what browsers speak over TLS) they went to the handler, and
+// browsers refused every cross-origin call.
+func TestWebCORSPreflightWithHTTPHandler(t *testing.T) {
+	ws := startWeb(t, leangrpc.CORSOrigins("https://app.example"), leangrpc.HTTPHandler(http.NotFoundHandler()))
+	for _, tc := range []struct {
+		addr string
+		h2   bool
+	}{{ws.mounted, false}, {ws.mounted, true}, {ws.own, false}, {ws.own, true}} {
+		url := "http://" + tc.addr + "/grpc.testing.TestService/UnaryCall"
+		resp, _ := webPost(t, httpClient(tc.h2), "OPTIONS", url, "", nil, "Origin", "https://app.example", "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "content-type,x-in")
+		if resp.StatusCode != http.StatusNoContent || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" || resp.Header.Get("Access-Control-Allow-Headers") != "content-type,x-in" {
+			t.Errorf("%s h2=%v preflight: %d %v", tc.addr, tc.h2, resp.StatusCode, resp.Header)
+		}
 	}
 }

@@ -146,7 +146,10 @@ func (s *ServerStream) init(parent context.Context, req Request, cfg *ServerConf
 	s.parser.MaxRecv = cfg.MaxRecv
 	s.parser.Pool = s.pool
 	if s.Codec = cfg.Codec; s.Codec == nil {
-		s.Codec, _ = CodecFor(req.ContentSubtype)
+		var ok bool
+		if s.Codec, ok = CodecFor(req.ContentSubtype); !ok && req.ContentSubtype == "json" {
+			s.Codec = JSONCodec
+		}
 	}
 	if req.Encoding != "" {
 		s.initCompression()

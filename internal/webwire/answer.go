@@ -42,6 +42,17 @@ func Plain(c Carrier, pool *bufpool.Pool, status int, msg string) {
 	c.Send(status, fields, pool.Copy([]byte(msg+"\n")), nil, true, false)
 }
 
+// MethodNotAllowed answers 405 with the Allow field, for a request to a
+// method's path with an HTTP method its protocols do not use.
+func MethodNotAllowed(c Carrier, pool *bufpool.Pool, method, allow string) {
+	fields := []hpack.HeaderField{
+		{Name: "allow", Value: allow},
+		{Name: "content-type", Value: "text/plain; charset=utf-8"},
+		{Name: "x-content-type-options", Value: "nosniff"},
+	}
+	c.Send(http.StatusMethodNotAllowed, fields, pool.Copy([]byte("leangrpc: method "+method+" not allowed\n")), nil, true, false)
+}
+
 // Refuse answers a request Translate refused, in its protocol, and lets
 // go of c.
 func Refuse(c Carrier, pool *bufpool.Pool, proto Protocol, codec string, e *Error) {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
@@ -135,7 +136,19 @@ func (c *HTTPCarrier) Reset(code h2frame.ErrCode) {
 	c.aborted = true
 	close(c.abort)
 	c.mu.Unlock()
-	c.r.Body.Close() // a receive waiting in Read returns
+	c.stopBody()
+}
+
+// stopBody ends the request body's reads: a receive waiting in Read
+// returns (also after Transport.Reset answered a deadline, which aborts
+// nothing). Closing the body does that under HTTP/2 only: under HTTP/1.1
+// net/http's Close waits for a Read in progress, which waits for the
+// client, and then reads on to drain the body; a read deadline ends the
+// Read at once under both.
+func (c *HTTPCarrier) stopBody() {
+	if c.rc.SetReadDeadline(time.Now()) != nil {
+		c.r.Body.Close() // a ResponseWriter without deadlines
+	}
 }
 
 // Done is closed when the client went away or the exchange was aborted.

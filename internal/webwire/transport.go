@@ -1,6 +1,7 @@
 package webwire
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"sync"
@@ -57,6 +58,12 @@ func (t *Transport) Protocol() Protocol { return t.proto }
 
 // Send translates an item a grpcwire.ServerStream hands the engine.
 func (t *Transport) Send(it h2conn.SendItem) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sendLocked(it)
+}
+
+func (t *Transport) sendLocked(it h2conn.SendItem) error {
 	var headers, trailers []hpack.HeaderField
 	if it.Parts&h2conn.PartHeaders != 0 {
 		if it.Parts == h2conn.PartHeaders && it.End {
@@ -68,8 +75,6 @@ func (t *Transport) Send(it h2conn.SendItem) error {
 	if it.Parts&h2conn.PartTrailers != 0 {
 		trailers = it.Trailers
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	if headers != nil {
 		t.headersSent = true
 	}
@@ -334,9 +339,36 @@ func (t *Transport) recvUnary() (*bufpool.Buffer, error) {
 	return frame(t.pool, flags, body), nil
 }
 
-func (t *Transport) Reset(code h2frame.ErrCode) { t.c.Reset(code) }
-func (t *Transport) Done() <-chan struct{}      { return t.c.Done() }
-func (t *Transport) Err() error                 { return t.c.Err() }
+// Reset ends the exchange abnormally, but for a deadline under net/http.
+//
+// grpcwire resets with CANCEL when the call's deadline passes, as
+// grpc-go's server does. An engine stream gets RST_STREAM CANCEL, as
+// native gRPC does; but net/http can reset no stream with CANCEL: an
+// abort there closes an HTTP/1.1 connection, or resets an HTTP/2 stream
+// with INTERNAL_ERROR, which clients report as Unavailable or Internal
+// rather than the deadline (the Connect conformance suite's Timeouts
+// cases over HTTP/1.1). So under net/http the deadline is answered in the
+// protocol, with DEADLINE_EXCEEDED, as grpc-go's ServeHTTP and net/http
+// servers of the web protocols answer it, and the request body's reads
+// are ended so that a receive the handler waits in returns. A send the
+// handler is in the middle of (t.mu held) leaves no room for that: the
+// exchange is aborted, as before.
+func (t *Transport) Reset(code h2frame.ErrCode) {
+	if hc, ok := t.c.(*HTTPCarrier); ok && code == h2frame.ErrCodeCancel && t.mu.TryLock() {
+		fields := grpcwire.AppendTrailers(nil, !t.wroteHeaders, 0, t.codec,
+			grpcstatus.New(codes.DeadlineExceeded, context.DeadlineExceeded.Error()), nil)
+		err := t.sendLocked(h2conn.TrailersItem(fields))
+		t.mu.Unlock()
+		if err == nil {
+			hc.stopBody()
+			return
+		}
+	}
+	t.c.Reset(code)
+}
+
+func (t *Transport) Done() <-chan struct{} { return t.c.Done() }
+func (t *Transport) Err() error            { return t.c.Err() }
 func (t *Transport) Release() {
 	t.mu.Lock()
 	if t.body != nil {

@@ -1,4 +1,4 @@
-package webwire
+package grpcwire
 
 import (
 	"fmt"
@@ -9,9 +9,12 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// JSONCodec is the "json" codec the web protocols use when grpc-go's
-// registry has none of that name: protobuf's canonical JSON mapping, unknown
-// fields ignored on input as the Connect protocol asks.
+// JSONCodec is the "json" codec a server uses when grpc-go's registry has
+// none of that name, for gRPC (application/grpc+json) as for the web
+// protocols: protobuf's canonical JSON mapping, unknown fields ignored on
+// input as the Connect protocol asks. A codec registered as "json" wins,
+// as any registered codec does. (grpc-go's server decodes such requests
+// as proto, and fails them.)
 var JSONCodec encoding.CodecV2 = jsonCodec{}
 
 type jsonCodec struct{}
