@@ -60,6 +60,9 @@ func (s *Server) handshakeConn(nc net.Conn) {
 	}
 	s.pending[p] = struct{}{}
 	rn, ok := p.hs.(readableNotifier)
+	if ok && s.opts.creds == nil && firstBytesCame(p.hs) {
+		ok = false // sniff them now, without a wait in the idle poller
+	}
 	if ok {
 		// Armed under mu, so that run (which takes mu first) finds it.
 		p.timer = time.AfterFunc(time.Until(p.deadline), p.expire)
@@ -72,6 +75,18 @@ func (s *Server) handshakeConn(nc net.Conn) {
 	// meanwhile (the handshake then fails at once): run will not be
 	// called.
 	p.run()
+}
+
+// firstBytesCame reports whether a sniffed conn's first bytes are there
+// already, as they usually are by the time a connection is accepted.
+func firstBytesCame(c net.Conn) bool {
+	pk, ok := c.(peeker)
+	if !ok {
+		return false
+	}
+	var b [1]byte
+	n, err := pk.Peek(b[:])
+	return n > 0 || err != nil
 }
 
 // run runs the handshake: the idle poller's callback once the first bytes
