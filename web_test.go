@@ -556,3 +556,52 @@ func TestWebCORSPreflightWithHTTPHandler(t *testing.T) {
 		}
 	}
 }
+
+// TestServeHTTPClientGoneEndsContext: under ServeHTTP, a client that
+// cancels its call ends the handler's context, over HTTP/2 and HTTP/1.1
+// (where net/http notices a closed connection once the request's body
+// was read).
+func TestServeHTTPClientGoneEndsContext(t *testing.T) {
+	ended := make(chan error, 4)
+	started := make(chan struct{}, 4)
+	srv := leangrpc.NewServer()
+	srv.RegisterService(streamService(func(_ any, ss grpc.ServerStream) error {
+		var m testpb.Empty
+		for ss.RecvMsg(&m) == nil {
+		}
+		started <- struct{}{}
+		<-ss.Context().Done()
+		ended <- ss.Context().Err()
+		return ss.Context().Err()
+	}), nil)
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv, Protocols: new(http.Protocols)}
+	hs.Protocols.SetHTTP1(true)
+	hs.Protocols.SetUnencryptedHTTP2(true)
+	go hs.Serve(hl)
+	defer hs.Close()
+	for _, h2 := range []bool{true, false} {
+		ctx, cancel := context.WithCancel(ctxT(t))
+		// A Connect streaming request: the handler waits on its context.
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+hl.Addr().String()+streamMethod, bytes.NewReader(envelope(0, nil)))
+		req.Header.Set("Content-Type", "application/connect+proto")
+		go httpClient(h2).Do(req)
+		select {
+		case <-started:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("h2=%v: handler did not start", h2)
+		}
+		cancel()
+		select {
+		case err := <-ended:
+			if err != context.Canceled {
+				t.Fatalf("h2=%v: context ended with %v", h2, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("h2=%v: the handler's context did not end when the client went away", h2)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
+	"github.com/leangrpc/leangrpc/internal/h2conn"
 	"github.com/leangrpc/leangrpc/internal/h2frame"
 	"github.com/leangrpc/leangrpc/internal/hpack"
 )
@@ -52,10 +53,7 @@ func (c *HTTPCarrier) Send(status int, fields []hpack.HeaderField, body *bufpool
 	}
 	h := c.w.Header()
 	if status != 0 {
-		for _, f := range fields {
-			k := canonicalKey(f.Name)
-			h[k] = append(h[k], f.Value)
-		}
+		setFields(h, "", fields)
 		if end && body == nil && trailers == nil {
 			h.Set("Content-Length", "0")
 		}
@@ -66,10 +64,7 @@ func (c *HTTPCarrier) Send(status int, fields []hpack.HeaderField, body *bufpool
 		_, err = c.w.Write(body.Bytes())
 		body.Free()
 	}
-	for _, f := range trailers {
-		k := http.TrailerPrefix + canonicalKey(f.Name)
-		h[k] = append(h[k], f.Value)
-	}
+	setFields(h, http.TrailerPrefix, trailers)
 	if trailers != nil || end {
 		c.ended = true
 		return err
@@ -78,6 +73,27 @@ func (c *HTTPCarrier) Send(status int, fields []hpack.HeaderField, body *bufpool
 		err = c.rc.Flush()
 	}
 	return err
+}
+
+// setFields adds fields to h, names prefixed: the values of names seen
+// once share one array, rather than a slice each.
+func setFields(h http.Header, prefix string, fields []hpack.HeaderField) {
+	if len(fields) == 0 {
+		return
+	}
+	vals := make([]string, len(fields))
+	for i, f := range fields {
+		k := canonicalKey(f.Name)
+		if prefix != "" {
+			k = prefix + k
+		}
+		if old, ok := h[k]; ok {
+			h[k] = append(old, f.Value)
+			continue
+		}
+		vals[i] = f.Value
+		h[k] = vals[i : i+1 : i+1]
+	}
 }
 
 // canonicalKey is http.CanonicalHeaderKey without its allocation for the
@@ -179,8 +195,17 @@ func (c *HTTPCarrier) Release() { c.relOnce.Do(func() { close(c.released) }) }
 // exchange was aborted: the handler should then panic with
 // http.ErrAbortHandler, so that net/http resets the stream or closes the
 // connection rather than end an incomplete response as if it were whole.
-func (c *HTTPCarrier) Wait() (aborted bool) {
-	<-c.released
+// Meanwhile it watches the request's context: when the client goes away,
+// call (when not nil) is told, so that the call's context ends.
+func (c *HTTPCarrier) Wait(call h2conn.ResetHandler) (aborted bool) {
+	select {
+	case <-c.released:
+	case <-c.r.Context().Done():
+		if call != nil {
+			call.StreamReset(c.r.Context().Err())
+		}
+		<-c.released
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.aborted
