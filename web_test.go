@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -602,6 +604,73 @@ func TestServeHTTPClientGoneEndsContext(t *testing.T) {
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatalf("h2=%v: the handler's context did not end when the client went away", h2)
+		}
+	}
+}
+
+// webStatsRecorder records the kinds of server-side stats events.
+type webStatsRecorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *webStatsRecorder) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	return ctx
+}
+func (r *webStatsRecorder) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (r *webStatsRecorder) HandleConn(context.Context, stats.ConnStats) {}
+func (r *webStatsRecorder) HandleRPC(_ context.Context, s stats.RPCStats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch s := s.(type) {
+	case *stats.Begin:
+		r.events = append(r.events, "begin")
+	case *stats.InPayload:
+		r.events = append(r.events, "in")
+	case *stats.OutPayload:
+		r.events = append(r.events, "out")
+	case *stats.End:
+		if s.Error != nil {
+			r.events = append(r.events, "end:"+status.Code(s.Error).String())
+		} else {
+			r.events = append(r.events, "end")
+		}
+	}
+}
+
+// TestWebStatsHandler: a stats handler sees a web call as it sees a gRPC
+// one: its start, its messages and its end, with the status.
+func TestWebStatsHandler(t *testing.T) {
+	rec := &webStatsRecorder{}
+	ws := startWeb(t, leangrpc.StatsHandler(rec))
+	for _, addr := range []string{ws.own, ws.mounted} {
+		rec.mu.Lock()
+		rec.events = nil
+		rec.mu.Unlock()
+		client := connect.NewClient[testpb.SimpleRequest, testpb.SimpleResponse](httpClient(true),
+			"http://"+addr+"/grpc.testing.TestService/UnaryCall")
+		if _, err := client.CallUnary(ctxT(t), connect.NewRequest(&testpb.SimpleRequest{ResponseSize: 3})); err != nil {
+			t.Fatal(err)
+		}
+		_, err := client.CallUnary(ctxT(t), connect.NewRequest(&testpb.SimpleRequest{ResponseStatus: &testpb.EchoStatus{Code: int32(codes.NotFound)}}))
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Fatalf("%s: %v", addr, err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		want := "begin in out end begin in end:NotFound"
+		for {
+			rec.mu.Lock()
+			got := strings.Join(rec.events, " ")
+			rec.mu.Unlock()
+			if got == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: events %q, want %q", addr, got, want)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 }
