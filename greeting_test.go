@@ -70,3 +70,24 @@ func TestGreetingNotAPreface(t *testing.T) {
 	c.Write([]byte("\x16\x03\x01\x00\x05hello, these bytes are no HTTP\r\n\r\n"))
 	wantEnd(t, c, 5*time.Second)
 }
+
+// TestPlainAnswerEndsWithoutRequestEnd: a request that is no call gets
+// its plain HTTP answer in full even when the client, seeing the error
+// status, stops sending its body (as Go's HTTP/2 transport does): the
+// server ends the response once the client has been silent a moment,
+// not when its ten-second drain bound passes.
+func TestPlainAnswerEndsWithoutRequestEnd(t *testing.T) {
+	tg := attackTarget(t)
+	p := h2test.NewPeer(t, tg.dial(t), h2test.ClientRole)
+	p.Timeout = attackWait
+	p.Greet()
+	p.WriteHeaders(1, false, ":method", "POST", ":scheme", "http", ":path", "/x/y", ":authority", "a", "content-type", "text/plain")
+	start := time.Now()
+	if h := p.WantHeaders(1); h.Get(":status") != "415" {
+		t.Fatalf("status %q", h.Get(":status"))
+	}
+	p.WantBody(1, true) // to the response's END_STREAM
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the answer ended after %v", d)
+	}
+}

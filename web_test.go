@@ -413,7 +413,10 @@ func TestConnectBadRequests(t *testing.T) {
 		addr string
 		h2   bool
 	}{{ws.mounted, false}, {ws.own, false}, {ws.own, true}} {
-		connectBadRequests(t, httpClient(tc.h2), "http://"+tc.addr+"/grpc.testing.TestService/")
+		name := map[bool]string{false: "mounted", true: "own"}[tc.addr == ws.own] + map[bool]string{false: "/h1", true: "/h2"}[tc.h2]
+		t.Run(name, func(t *testing.T) {
+			connectBadRequests(t, httpClient(tc.h2), "http://"+tc.addr+"/grpc.testing.TestService/")
+		})
 	}
 }
 

@@ -843,10 +843,15 @@ func RejectStream(st *h2conn.Stream, req *Request, rej *Reject) {
 // 9113 §8.1). Reading returns window to the client, so nothing else bounds
 // what it may send: past rejectDrainBytes or rejectDrainTimeout the
 // response ends at once, which makes the engine reset the stream with
-// NO_ERROR.
+// NO_ERROR. So does rejectDrainIdle without a byte from the client: a
+// client may stop sending when it sees the error status (Go's HTTP/2
+// transport abandons its request body on a status of 300 or more), and
+// would otherwise wait for the response's end as long as the server
+// waits for the request's.
 const (
 	rejectDrainBytes   = 256 << 10
 	rejectDrainTimeout = 10 * time.Second
+	rejectDrainIdle    = 250 * time.Millisecond
 )
 
 // rejectPlain sends a plain HTTP response to a request that is not gRPC,
@@ -874,16 +879,19 @@ func rejectPlain(st *h2conn.Stream, rej *Reject) {
 	var once sync.Once
 	end := func() { once.Do(func() { st.Send(h2conn.DataItem(nil, true)) }) }
 	t := time.AfterFunc(rejectDrainTimeout, end)
+	idle := time.AfterFunc(rejectDrainIdle, end)
 	n := 0
 	for n <= rejectDrainBytes {
 		b, err := st.Recv()
 		if err != nil {
 			break // io.EOF: the client ended its request; else a reset
 		}
+		idle.Reset(rejectDrainIdle)
 		n += b.Len()
 		b.Free() // returned by Recv, owned here
 	}
 	t.Stop()
+	idle.Stop()
 	end() // waits out a timer that got there first
 }
 
