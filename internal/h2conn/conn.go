@@ -672,8 +672,12 @@ func (c *Conn) onData(f *h2frame.DataFrame, rb *readBatch) *Error {
 		// ignored, not answered with another reset (RFC 9113 §5.1): a
 		// client streaming to a handler that returned early sends some
 		// in any case, and answering each would count against the
-		// reset limit.
-		late := !idle && s == nil && c.wasResetLocked(id)
+		// reset limit. On a stream we opened and closed, whose id the
+		// ring of peer ids does not hold, the same goes: a client that
+		// abandons many calls while their servers stream gets their
+		// DATA in flight, and counting it as the server's resets ended
+		// the connection with ENHANCE_YOUR_CALM.
+		late := !idle && s == nil && (c.wasResetLocked(id) || !c.isPeerID(id))
 		c.unlockFrame(rb)
 		if b != nil {
 			b.Free() // no stream to deliver to

@@ -419,3 +419,28 @@ func TestWireClientLargeHeadersContinuation(t *testing.T) {
 		}
 	})
 }
+
+// RFC 9113 §5.1: DATA a server sent before it learned that the client
+// reset the stream is ignored: no RST_STREAM in reply, and however much
+// of it comes (a client abandoning many calls while their servers
+// stream), it does not count as the server causing resets, which would
+// end the connection with ENHANCE_YOUR_CALM.
+func TestWireClientIgnoresDataAfterItsReset(t *testing.T) {
+	wireRun(t, func(t *testing.T) {
+		ct := newClientTest(t, h2conn.Config{}, wireOpts{})
+		p := ct.peer
+		p.Greet()
+		s := ct.open("/", true)
+		s.Reset(h2frame.ErrCodeCancel)
+		p.WantRST(1, h2frame.ErrCodeCancel)
+		for range 1200 { // more than the reset limit's window allows
+			p.WriteData(1, false, []byte("x"))
+		}
+		p.WantNothing(quiet)
+		s2 := ct.open("/", true) // the connection lives on
+		p.WriteHeaders(s2.ID(), true, ":status", "200")
+		if _, _, err := s2.RecvHeaders(); err != nil {
+			t.Fatalf("a new stream after the late DATA: %v", err)
+		}
+	})
+}
