@@ -654,26 +654,32 @@ func TestWebStatsHandler(t *testing.T) {
 		rec.mu.Unlock()
 		client := connect.NewClient[testpb.SimpleRequest, testpb.SimpleResponse](httpClient(true),
 			"http://"+addr+"/grpc.testing.TestService/UnaryCall")
+		// The server reports a call's end after its answer went out, so
+		// each call's events are awaited before the next call starts.
+		wantEvents := func(want string) {
+			t.Helper()
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				rec.mu.Lock()
+				got := strings.Join(rec.events, " ")
+				rec.mu.Unlock()
+				if got == want {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: events %q, want %q", addr, got, want)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
 		if _, err := client.CallUnary(ctxT(t), connect.NewRequest(&testpb.SimpleRequest{ResponseSize: 3})); err != nil {
 			t.Fatal(err)
 		}
+		wantEvents("begin in out end")
 		_, err := client.CallUnary(ctxT(t), connect.NewRequest(&testpb.SimpleRequest{ResponseStatus: &testpb.EchoStatus{Code: int32(codes.NotFound)}}))
 		if connect.CodeOf(err) != connect.CodeNotFound {
 			t.Fatalf("%s: %v", addr, err)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		want := "begin in out end begin in end:NotFound"
-		for {
-			rec.mu.Lock()
-			got := strings.Join(rec.events, " ")
-			rec.mu.Unlock()
-			if got == want {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: events %q, want %q", addr, got, want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		wantEvents("begin in out end begin in end:NotFound")
 	}
 }
