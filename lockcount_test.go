@@ -5,7 +5,6 @@ package leangrpc_test
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -45,25 +44,33 @@ func TestUnaryLockCount(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	for _, inFlight := range []int{1, 120} {
-		t.Run(fmt.Sprint(inFlight), func(t *testing.T) {
-			client, server := countLocks(t, run, inFlight)
-			if inFlight != 1 {
-				return // how many calls share a batch depends on timing
+	t.Run("1", func(t *testing.T) {
+		// A lone call's count depends on timing in one way only: when the
+		// machine is busy, a call's inline read of its response can miss
+		// and a reader goroutine takes the response instead, at a few more
+		// acquisitions. A run disturbed so is measured again; a change that
+		// adds a step to the call path shows in every run.
+		const runs = 4
+		var client, server float64
+		for i := range runs {
+			client, server = countLocks(t, run, 1)
+			if client <= maxLoneCallLocks.client && server <= maxLoneCallLocks.server {
+				return
 			}
-			if client > maxLoneCallLocks.client || server > maxLoneCallLocks.server {
-				t.Errorf("a lone unary call takes the engine lock %.2f times on the client, %.2f on the server; at most %.0f and %.0f allowed",
-					client, server, maxLoneCallLocks.client, maxLoneCallLocks.server)
-			}
-		})
-	}
+			t.Logf("run %d of %d: above the bound", i+1, runs)
+		}
+		t.Errorf("a lone unary call takes the engine lock %.2f times on the client, %.2f on the server; at most %.1f and %.1f allowed",
+			client, server, maxLoneCallLocks.client, maxLoneCallLocks.server)
+	})
+	t.Run("120", func(t *testing.T) {
+		countLocks(t, run, 120) // how many calls share a batch depends on timing
+	})
 }
 
 // maxLoneCallLocks bounds the engine-lock acquisitions of a lone unary
 // call, per side: what the engine takes today, so that a change that adds
-// a round trip on the call path shows here. A lone call's steps do not
-// depend on timing, except that its client reads the response itself or,
-// rarely, a reader goroutine does: a fraction of a count either way.
+// a round trip on the call path shows here. The fraction above the whole
+// count leaves room for the rare call whose inline read misses.
 var maxLoneCallLocks = struct{ client, server float64 }{5.3, 7.2}
 
 // countLocks runs unary calls, inFlight at a time, logs the engine lock's
