@@ -264,6 +264,7 @@ func (p *picked) finish(err error) {
 // streamConfig is the grpcwire configuration of a call's stream.
 func (cc *ClientConn) streamConfig(ci *callInfo, hold bool) grpcwire.ClientConfig {
 	return grpcwire.ClientConfig{Pool: cc.pool, Codec: ci.codec, MaxRecv: ci.maxRecv, MaxSend: ci.maxSend,
+		AliasBytes: cc.aliasBytes,
 		// A unary call shows metadata only through the Header and
 		// Trailer call options.
 		NoMetadata:           hold && len(ci.headerAddrs) == 0 && len(ci.trailerAddrs) == 0,

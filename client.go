@@ -101,6 +101,8 @@ type ClientConn struct {
 	// attribute under an internal key; leangrpc knows them by the
 	// resolver that made them.
 	unixScheme bool
+	// aliasBytes is WithAliasBytes, or its default (aliasBytes).
+	aliasBytes bool
 
 	// isClosed is closed, readable without mu.
 	isClosed atomic.Bool
@@ -247,6 +249,7 @@ func newClient(target, scheme string, opts []DialOption) (*ClientConn, error) {
 	cc.unaryInt = chainUnaryClient(cc.opts.unaryInts)
 	cc.streamInt = chainStreamClient(cc.opts.streamInts)
 	cc.stats = combineStats(cc.opts.statsHandlers)
+	cc.aliasBytes = aliasBytes(cc.opts.aliasBytes)
 	cc.pool = bufpool.Default()
 	if cc.opts.bufferPool != nil {
 		cc.pool = bufpool.New(cc.opts.bufferPool)
@@ -325,6 +328,13 @@ func pooledReads(opt *bool) bool {
 		return *opt
 	}
 	return sockio.PooledReadsDefault()
+}
+
+func aliasBytes(opt *bool) bool {
+	if opt != nil {
+		return *opt
+	}
+	return grpcwire.AliasBytesDefault()
 }
 
 func recvLowWater(opt *bool) bool {

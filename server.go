@@ -92,7 +92,8 @@ func NewServer(opts ...ServerOption) *Server {
 	if o.bufferPool != nil {
 		pool = bufpool.New(o.bufferPool)
 	}
-	s.wireCfg = grpcwire.ServerConfig{Pool: pool, MaxRecv: o.maxRecv, MaxSend: o.maxSend, Codec: o.codec}
+	s.wireCfg = grpcwire.ServerConfig{Pool: pool, MaxRecv: o.maxRecv, MaxSend: o.maxSend, Codec: o.codec,
+		AliasBytes: aliasBytes(o.aliasBytes)}
 	o.webProtocols = !o.noWebProtocols
 	if o.corsOrigins != nil {
 		s.cors = webwire.NewCORS(o.corsOrigins)

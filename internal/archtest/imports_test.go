@@ -16,15 +16,19 @@ const module = "github.com/leangrpc/leangrpc"
 // outside module paths (by prefix) it may import in non-test files. The
 // standard library is always allowed.
 var allowed = map[string][]string{
-	"internal/hpack":    {},
-	"internal/bufpool":  {"google.golang.org/grpc/mem"},
-	"internal/budget":   {},
-	"internal/sockio":   {"internal/bufpool", "golang.org/x/sys"},
-	"internal/h2frame":  {"internal/bufpool", "internal/hpack", "internal/budget"},
-	"internal/h2conn":   {"internal/h2frame", "internal/hpack", "internal/bufpool", "internal/sockio", "internal/budget"},
-	"internal/grpcwire": {"internal/h2conn", "internal/h2frame", "internal/hpack", "internal/bufpool", "google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto"},
-	"internal/webwire":  {"internal/grpcwire", "internal/h2conn", "internal/h2frame", "internal/hpack", "internal/bufpool", "google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto"},
-	"internal/h2test":   {"internal/h2frame", "internal/hpack", "internal/bufpool"},
+	"internal/hpack":      {},
+	"internal/protoalias": {"google.golang.org/protobuf"},
+	"internal/bufpool":    {"google.golang.org/grpc/mem"},
+	"internal/budget":     {},
+	"internal/sockio":     {"internal/bufpool", "golang.org/x/sys"},
+	"internal/h2frame":    {"internal/bufpool", "internal/hpack", "internal/budget"},
+	"internal/h2conn":     {"internal/h2frame", "internal/hpack", "internal/bufpool", "internal/sockio", "internal/budget"},
+	"internal/grpcwire":   {"internal/protoalias", "internal/h2conn", "internal/h2frame", "internal/hpack", "internal/bufpool", "google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto"},
+	"internal/webwire":    {"internal/grpcwire", "internal/h2conn", "internal/h2frame", "internal/hpack", "internal/bufpool", "google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto"},
+	"internal/h2test":     {"internal/h2frame", "internal/hpack", "internal/bufpool"},
+
+	// Generated test messages, imported only by protoalias's tests.
+	"internal/protoalias/testmsg": {"google.golang.org/protobuf"},
 }
 
 type pkg struct {

@@ -120,15 +120,16 @@ type Buffer struct {
 	// refs counts owners. It changes atomically while there may be more
 	// than one; an owner that sees 1 is the only one, so no other
 	// goroutine can touch it.
-	refs    int32
-	class   int8    // index into pool.classes, numClasses+i for pool.large[i], or -1: not kept with the Buffer
-	counted bool    // counted in pool.out
-	wrapped bool    // mem is a caller's (Wrap): never written, poisoned or kept
-	b       []byte  // the live bytes: a prefix of mem
-	mem     []byte  // all of the memory, at its full capacity
-	store   *[]byte // with a user's pool: what src.Get returned, for src.Put
-	pool    *Pool
-	view    []byte // the slice handed to mem.NewBuffer by Mem
+	refs     int32
+	class    int8    // index into pool.classes, numClasses+i for pool.large[i], or -1: not kept with the Buffer
+	counted  bool    // counted in pool.out
+	wrapped  bool    // mem is a caller's (Wrap): never written, poisoned or kept
+	detached bool    // the memory left the pool (Detach): the last Free drops it untouched
+	b        []byte  // the live bytes: a prefix of mem
+	mem      []byte  // all of the memory, at its full capacity
+	store    *[]byte // with a user's pool: what src.Get returned, for src.Put
+	pool     *Pool
+	view     []byte // the slice handed to mem.NewBuffer by Mem
 	// released is told of the last Free of a wrapped Buffer (Wrap).
 	released Released
 }
@@ -179,14 +180,22 @@ func (b *Buffer) Free() {
 		b.freeWrapped()
 		return
 	}
-	if debug {
-		poison(b.mem)
-	}
 	if b.counted {
 		b.counted = false
 		p.out.Add(-1)
 	}
 	b.view = nil
+	if b.detached {
+		// Whoever kept views of the memory (Detach) keeps it alive; the
+		// pool forgets it, without poisoning it.
+		b.detached = false
+		b.store, b.mem, b.b, b.pool = nil, nil, nil, nil
+		bufferObjs.Put(b)
+		return
+	}
+	if debug {
+		poison(b.mem)
+	}
 	if b.class >= numClasses {
 		// The memory stays with the Buffer for its next Get.
 		p.large[b.class-numClasses].Put(b)
@@ -203,6 +212,23 @@ func (b *Buffer) Free() {
 	b.store, b.mem, b.b, b.pool = nil, nil, nil, nil
 	bufferObjs.Put(b)
 }
+
+// Detach takes the buffer's memory out of the pool for good: after the
+// last Free it is neither reused nor poisoned, so views of it stay valid
+// for as long as they are referenced, the garbage collector keeping the
+// memory alive. A received message whose fields alias its buffer needs
+// that. Only a Detachable buffer may be detached; the caller must hold a
+// reference.
+func (b *Buffer) Detach() {
+	if b.wrapped {
+		panic("bufpool: Detach of memory the pool does not own")
+	}
+	b.detached = true
+}
+
+// Detachable reports whether Detach may take the memory: false for memory
+// the pool does not own (Wrap), whose owner reuses it.
+func (b *Buffer) Detachable() bool { return !b.wrapped }
 
 // Mem converts one reference to a grpc-go mem.Buffer for codecs and
 // mem.BufferSlice users. It takes ownership of the caller's reference: the

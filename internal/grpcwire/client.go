@@ -23,6 +23,9 @@ type ClientConfig struct {
 	Codec   encoding.CodecV2 // nil: proto
 	MaxRecv int              // 0: DefaultMaxRecvMsgSize
 	MaxSend int              // 0: unlimited
+	// AliasBytes lets the large bytes fields of received messages alias
+	// the buffers they arrived in (DecodeMessage).
+	AliasBytes bool
 	// NoMetadata says the caller will not ask for the response headers or
 	// trailers (Header and Trailer then return nil), sparing their maps.
 	NoMetadata bool
@@ -73,6 +76,7 @@ type ClientStream struct {
 	maxSend int
 	noMD    bool // ClientConfig.NoMetadata
 	onlyMD  bool // ClientConfig.TrailersOnlyMetadata
+	alias   bool // ClientConfig.AliasBytes
 	obs     ResponseObserver
 
 	// hdrMu serializes the wait for the response headers; hdrDone is set
@@ -127,7 +131,7 @@ func newClientStream(ctx context.Context, c *h2conn.Conn, req *Request, cfg Clie
 	}
 	s.ctx, s.codec, s.pool, s.maxSend, s.noMD, s.pooled = ctx, cfg.Codec, cfg.Pool, cfg.MaxSend, cfg.NoMetadata, cfg.Unary
 	s.comp = cfg.Compressor
-	s.onlyMD = cfg.TrailersOnlyMetadata
+	s.onlyMD, s.alias = cfg.TrailersOnlyMetadata, cfg.AliasBytes
 	s.obs = cfg.Observer
 	fields := AppendRequestHeaders(s.fieldBuf[:0], req)
 	done := ctx.Done()
@@ -353,7 +357,7 @@ func (s *ClientStream) recvMsg(m any, sized bool) (n MsgSize, err error) {
 	if sized {
 		n = msg.size()
 	}
-	if err := DecodeMessage(s.codec, msg, m); err != nil {
+	if err := DecodeMessage(s.codec, msg, m, s.alias); err != nil {
 		s.fail(err)
 		return MsgSize{}, err
 	}

@@ -190,7 +190,7 @@ func TestEncodeCompressed(t *testing.T) {
 	if got := m.size(); got != sz {
 		t.Errorf("received sizes %+v, sent %+v", got, sz)
 	}
-	if err := DecodeMessage(protoCodec, m, &out); err != nil {
+	if err := DecodeMessage(protoCodec, m, &out, true); err != nil {
 		t.Fatal(err)
 	}
 	if !proto.Equal(in, &out) {

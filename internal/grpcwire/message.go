@@ -53,6 +53,10 @@ type Message struct {
 	// release is the pooled buffer a small message's Data views (mem's
 	// small buffers cannot hand memory back); owned by the Message.
 	release *bufpool.Buffer
+	// gathered is the pooled buffer a large message was gathered in,
+	// whose reference Data holds: DecodeMessage may take its memory out
+	// of the pool (Detach) for a message whose fields alias it.
+	gathered *bufpool.Buffer
 }
 
 // MsgSize is a message's size as stats handlers report it, without the
@@ -563,6 +567,7 @@ func (p *Parser) deliver(msg *Message, b *bufpool.Buffer, lo, hi int) {
 		msg.release = b // the message's reference, dropped by Message.Free
 		p.one[0] = mem.SliceBuffer(b.Bytes()[lo:hi])
 	} else {
+		msg.gathered = b
 		p.one[0] = b.MemRange(lo, hi)
 	}
 	msg.Data = p.one[:]
@@ -667,8 +672,15 @@ func EncodeMessage(codec encoding.CodecV2, msg any, maxSend int) (prefix [Prefix
 // ownership of m, a message as Next returns it (decompressed already). A
 // codec other than grpc-go's proto codec may keep the data by taking
 // references (CodecV2): it gets reference-counted buffers, or for a small
-// message a copy of its own.
-func DecodeMessage(codec encoding.CodecV2, m Message, dst any) error {
+// message a copy of its own. With alias set, a large message that grpc-go's
+// proto codec would decode is decoded so that its large bytes fields alias
+// the buffer it was gathered in, which then leaves the pool (decodeAliased).
+func DecodeMessage(codec encoding.CodecV2, m Message, dst any, alias bool) error {
+	if alias && m.gathered != nil && codec == protoCodec {
+		if done, err := decodeAliased(m, dst); done {
+			return err
+		}
+	}
 	if m.release != nil && codec != protoCodec {
 		// A small message is a view whose Ref does nothing over a
 		// pooled buffer Free hands back: fine for grpc-go's proto codec,
@@ -681,9 +693,13 @@ func DecodeMessage(codec encoding.CodecV2, m Message, dst any) error {
 	err := codec.Unmarshal(m.Data, dst)
 	m.Free()
 	if err != nil {
-		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+		return unmarshalError(err)
 	}
 	return nil
+}
+
+func unmarshalError(err error) error {
+	return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
 }
 
 // nextPayload returns st's next payload for p (an owned buffer), or nil

@@ -160,7 +160,7 @@ func TestEncodeDecodeMessage(t *testing.T) {
 		t.Fatalf("prefix %v for %d bytes", pre, data.Len())
 	}
 	var out grpc_testing.SimpleRequest
-	if err := DecodeMessage(codec, Message{Data: data}, &out); err != nil {
+	if err := DecodeMessage(codec, Message{Data: data}, &out, true); err != nil {
 		t.Fatal(err)
 	}
 	if !proto.Equal(in, &out) {
@@ -345,7 +345,7 @@ func TestDecodeMessageKeepingCodec(t *testing.T) {
 		if !ok || err != nil {
 			t.Fatal(ok, err)
 		}
-		if err := DecodeMessage(c, m, nil); err != nil {
+		if err := DecodeMessage(c, m, nil, false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -23,6 +23,9 @@ type ServerConfig struct {
 	Pool    *bufpool.Pool // nil: bufpool.Default()
 	MaxRecv int           // 0: DefaultMaxRecvMsgSize
 	MaxSend int           // 0: unlimited
+	// AliasBytes lets the large bytes fields of received messages alias
+	// the buffers they arrived in (DecodeMessage).
+	AliasBytes bool
 	// Codec, when set, decodes and encodes every call's messages whatever
 	// the request's content-subtype (grpc-go's ForceServerCodec); the
 	// response's content-type still echoes the request's.
@@ -52,6 +55,7 @@ type ServerStream struct {
 	parser  *Parser
 	recvErr error
 	recvEOF bool
+	alias   bool // ServerConfig.AliasBytes
 
 	// mdOnce follows recvEOF to use the bytes after it: the per-call rpc
 	// that holds a ServerStream fills its allocation size class exactly.
@@ -138,7 +142,7 @@ func (s *ServerStream) InitTransport(parent context.Context, tr Transport, req R
 }
 
 func (s *ServerStream) init(parent context.Context, req Request, cfg *ServerConfig) {
-	s.Req, s.maxSend, s.pool = req, cfg.MaxSend, cfg.Pool
+	s.Req, s.maxSend, s.pool, s.alias = req, cfg.MaxSend, cfg.Pool, cfg.AliasBytes
 	if s.pool == nil {
 		s.pool = bufpool.Default()
 	}
@@ -602,7 +606,7 @@ func (s *ServerStream) recvMsg(m any, sized bool) (n MsgSize, err error) {
 	if sized {
 		n = msg.size()
 	}
-	return n, DecodeMessage(s.Codec, msg, m)
+	return n, DecodeMessage(s.Codec, msg, m, s.alias)
 }
 
 // enterRecv registers the caller as a receiving user (see leave), or
