@@ -12,6 +12,7 @@
 //	leanbench -workloads idle -connections 2000
 //	leanbench -workloads unary -compression gzip
 //	leanbench -rounds 5 -baseline /tmp/leanbench-old
+//	leanbench -chart docs/chart.svg -rounds 3
 //	leanbench compare OLD.json NEW.json
 //
 // List flags take comma-separated values and run their cross product. The
@@ -110,11 +111,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.lb, "lb", "", "load-balancing policy of the clients over the -backends servers, from grpc-go's registry (default pick_first)")
 	baseline := fs.String("baseline", "", "another leanbench binary (built from another commit, say): its leangrpc runs as one more stack, interleaved with the others, named by -baseline-name")
 	baselineName := fs.String("baseline-name", "baseline", "the stack name of -baseline's leangrpc")
+	chartPath := fs.String("chart", "", "run streaming with 16 streams over message sizes from 1 KiB to 16 MiB (request = response; -reqSizeBytes replaces the sizes) and draw throughput and CPU per MB against size as an SVG file")
 	useTLS := fs.Bool("tls", false, "every stack and workload over TLS ("+tlsDescription+", a certificate made at start, grpc-go's credentials.NewTLS on both stacks)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: leanbench [flags]\n       leanbench compare OLD.json NEW.json\n\n"+
 			"Without -workloads, -reqSizeBytes, -respSizeBytes, -maxConcurrentCalls and\n"+
-			"-connections it runs the quick suite (about a minute); the other flags apply to it.\n\n")
+			"-connections it runs the quick suite (about a minute); the other flags apply to it.\n"+
+			"-chart runs its own ladder of sizes instead (about three minutes).\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -156,23 +159,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	shaping := false
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "workloads", "reqSizeBytes", "respSizeBytes", "maxConcurrentCalls", "connections":
-			shaping = true
-		}
-	})
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	shaping := set["workloads"] || set["reqSizeBytes"] || set["respSizeBytes"] || set["maxConcurrentCalls"] || set["connections"]
 	var plan []config
-	if shaping {
-		plan, err = crossProduct(*workloads, *reqSizes, *respSizes, *concs, *connsFlag)
-		if err != nil {
-			fmt.Fprintf(stderr, "leanbench: %v\n", err)
-			return 2
+	switch {
+	case *chartPath != "":
+		plan, err = chartPlan(set, *reqSizes)
+		if err == nil {
+			err = checkChartPath(*chartPath)
 		}
-	} else {
+	case shaping:
+		plan, err = crossProduct(*workloads, *reqSizes, *respSizes, *concs, *connsFlag)
+	default:
 		plan = quickSuite()
 		fmt.Fprintln(stderr, "leanbench: no workload flags, running the quick suite")
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "leanbench: %v\n", err)
+		return 2
 	}
 
 	if *useTLS {
@@ -219,6 +224,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		fmt.Fprintf(stderr, "leanbench: wrote %s\n", o.jsonPath)
+	}
+	if *chartPath != "" {
+		if err := writeChart(*chartPath, newChartData(env, o, args, plan, stacks, results)); err != nil {
+			fmt.Fprintf(stderr, "leanbench: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "leanbench: wrote %s\n", *chartPath)
 	}
 	return 0
 }

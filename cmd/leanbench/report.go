@@ -137,11 +137,17 @@ func (f *footnotes) ref(stackName string, c config, err string) string {
 	return fmt.Sprintf("error[%d]", n)
 }
 
+// headerLine describes the machine, the build and the time of a run, as
+// the report's first line and the title of -chart's chart say it.
+func (e Env) headerLine() string {
+	return fmt.Sprintf("%s %s/%s, %d CPUs (GOMAXPROCS %d), load average %.1f at start, grpc-go %s, leangrpc %s, %s, %s",
+		e.Go, e.GOOS, e.GOARCH, e.CPUs, e.GOMAXPROCS, e.LoadAvg, e.GrpcGo, e.Leangrpc, e.securityLabel(), e.Time)
+}
+
 // printReport writes the results tables: one for the throughput workloads,
 // one for idle, each with one row per config.
 func printReport(w io.Writer, env Env, plan []config, stacks []stack, results []Result) {
-	fmt.Fprintf(w, "leanbench: %s %s/%s, %d CPUs (GOMAXPROCS %d), load average %.1f at start, grpc-go %s, leangrpc %s, %s, %s\n",
-		env.Go, env.GOOS, env.GOARCH, env.CPUs, env.GOMAXPROCS, env.LoadAvg, env.GrpcGo, env.Leangrpc, env.securityLabel(), env.Time)
+	fmt.Fprintf(w, "leanbench: %s\n", env.headerLine())
 	if env.Compression != "" {
 		fmt.Fprintf(w, "compression: %s (every client's calls, grpc.UseCompressor; the servers answer in kind)\n", env.Compression)
 	}

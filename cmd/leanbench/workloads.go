@@ -161,6 +161,7 @@ func (r *runner) runThroughput(st stack, cfg config, round int) Result {
 		Connections: cfg.connections,
 		Round:       round,
 	}
+	timeout := runTimeout(r.opts.timeout, cfg)
 	// A baseline runs against itself only (parseStacks): its child knows
 	// it by its own name.
 	exe, childStack := st.client.child()
@@ -172,7 +173,7 @@ func (r *runner) runThroughput(st stack, cfg config, round int) Result {
 		"-reqSize", strconv.Itoa(cfg.reqSize), "-respSize", strconv.Itoa(cfg.respSize),
 		"-concurrency", strconv.Itoa(cfg.concurrency), "-connections", strconv.Itoa(cfg.connections),
 		"-round", strconv.Itoa(round),
-		"-benchtime", r.opts.benchtime.String(), "-warmup", r.opts.warmup.String(), "-timeout", r.opts.timeout.String(),
+		"-benchtime", r.opts.benchtime.String(), "-warmup", r.opts.warmup.String(), "-timeout", timeout.String(),
 		"-compression", r.opts.compression,
 		"-backends", strconv.Itoa(r.opts.backends), "-lb", r.opts.lb,
 	}
@@ -184,7 +185,7 @@ func (r *runner) runThroughput(st stack, cfg config, round int) Result {
 	if r.opts.memprofile != "" {
 		args = append(args, "-memprofile", withSuffix(r.opts.memprofile, base), "-memprofilerate", strconv.Itoa(r.opts.memProfileRate))
 	}
-	limit := r.opts.warmup + r.opts.benchtime + 3*r.opts.timeout + 15*time.Second
+	limit := r.opts.warmup + r.opts.benchtime + 3*timeout + 15*time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	c, err := startChild(ctx, st.name+" run", exe, args...)
@@ -207,6 +208,22 @@ func (r *runner) runThroughput(st stack, cfg config, round int) Result {
 		c.forwardStderr(r.stderr)
 	}
 	return res
+}
+
+// slowTransfer is the rate, in bytes per second, at which a run's time
+// bounds let every call in flight move one request and one response, on
+// top of -timeout. With small messages it adds nothing that matters; with
+// 16 streams of 16 MiB (-chart's top) one round trip of every stream is
+// 512 MiB, which takes a few seconds on a small machine and more on a
+// busy one, and -timeout alone would turn a slow run into an error row.
+const slowTransfer = 50e6
+
+// runTimeout is the -timeout that a throughput run of cfg gets: the
+// user's, plus the time to move the bytes of one op of every call in
+// flight at slowTransfer.
+func runTimeout(timeout time.Duration, cfg config) time.Duration {
+	bytes := float64(cfg.concurrency) * float64(cfg.reqSize+cfg.respSize)
+	return timeout + time.Duration(bytes/slowTransfer*float64(time.Second))
 }
 
 // printHead writes the first n lines of s, indented.
