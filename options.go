@@ -193,7 +193,7 @@ func MaxConcurrentStreams(n uint32) ServerOption {
 // MaxFrameSize sets the SETTINGS_MAX_FRAME_SIZE the server announces: the
 // largest frame payload clients may send it, clamped to [16 KiB, 16 MiB-1].
 // Without it a connection announces the RFC 9113 default of 16 KiB, as
-// grpc-go does and plain HTTP/2 peers expect, and raises it to 256 KiB
+// grpc-go does and plain HTTP/2 peers expect, and raises it to 1 MiB
 // (grpcMaxFrameSize) once it carries a gRPC request. Larger frames cut the
 // per-frame cost of big messages from leangrpc clients and let them land
 // in the message's buffer straight from the socket (grpc-go clients send
@@ -203,8 +203,9 @@ func MaxFrameSize(n uint32) ServerOption {
 }
 
 // grpcMaxFrameSize is the SETTINGS_MAX_FRAME_SIZE a server connection
-// raises to once it carries gRPC, and what a client announces by default.
-const grpcMaxFrameSize = 256 << 10
+// raises to once it carries gRPC, and what a client announces by default
+// (see defaultClientMaxFrameSize).
+const grpcMaxFrameSize = 1 << 20
 
 // KeepaliveParams sets the server's connection management: idle and age
 // limits and its own keepalive pings. A Time under 1 s is raised to 1 s
@@ -541,7 +542,7 @@ func WithCodec(c grpc.Codec) DialOption {
 
 // WithMaxFrameSize sets the SETTINGS_MAX_FRAME_SIZE the client announces:
 // the largest frame payload the server may send it, clamped to
-// [16 KiB, 16 MiB-1] (default 256 KiB; grpc-go announces the RFC 9113
+// [16 KiB, 16 MiB-1] (default 1 MiB; grpc-go announces the RFC 9113
 // default of 16 KiB).
 func WithMaxFrameSize(n uint32) DialOption {
 	return dialOptionFunc(func(o *dialOptions) { o.maxFrameSize = n })
