@@ -75,9 +75,12 @@ const (
 	// a peer stalled inside a frame holds its reader and read buffer for
 	// the connection's life there.
 	// DefaultWriteBatchBytes: bytes encoded per flush; large enough for one
-	// syscall to carry many frames, small enough that a writer returns to
-	// the control queue often.
-	DefaultWriteBatchBytes = 256 << 10
+	// syscall to carry many frames (a large DATA payload is an iovec of
+	// its own, not a copy), small enough that a writer returns to the
+	// control queue often. At 256 KiB one 256 KiB frame filled a batch, so
+	// large messages cost a writev per frame, several per megabyte where
+	// raw TCP makes one.
+	DefaultWriteBatchBytes = 1 << 20
 	// MaxExpectBytes caps how far ExpectMessage widens one stream's window.
 	MaxExpectBytes = 64 << 20
 	// maxBDPWindow caps the stream window the BDP estimator may grow to.
