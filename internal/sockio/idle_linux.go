@@ -223,11 +223,21 @@ func (c *Conn) Close() error {
 	p.mu.Lock()
 	if c.onReady != nil {
 		fn, c.onReady = c.onReady, nil
-		p.waiting[c.fd] = nil
+		if p.waiting[c.fd] == c {
+			p.waiting[c.fd] = nil
+		}
 	}
 	if c.inEpoll && !c.closed && p.broken == nil {
-		// Leave the epoll set before the descriptor number can be reused.
-		syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, int(c.fd), nil)
+		// Leave the epoll set before the descriptor number can be
+		// reused, and only while the descriptor is still this conn's:
+		// when the wrapped conn was closed behind its back (a listener
+		// wrapper's Close), the registration went with the descriptor,
+		// and the number may already be another conn's, whose
+		// registration and slot must stay. Control fails on a closed
+		// conn.
+		c.w.rc.Control(func(fd uintptr) {
+			syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, int(fd), nil)
+		})
 	}
 	c.closed = true
 	p.mu.Unlock()

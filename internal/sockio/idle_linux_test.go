@@ -345,3 +345,51 @@ func TestReadReadyWithinLeavesDeadlineArmed(t *testing.T) {
 		t.Fatalf("outstanding %d", n)
 	}
 }
+
+// TestOnReadableAfterCloseBehindItsBack: a wrapped conn closed directly
+// (as a listener wrapper may close what it accepted) frees its descriptor
+// number for the next conn; closing the stale Conn afterwards must not take
+// the new conn's poller registration, or the new conn would never wake.
+func TestOnReadableAfterCloseBehindItsBack(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, server1 := tcpPair(t)
+	stale := Wrap(server1, true).(*Conn)
+	if err := stale.OnReadable(func() {}); err != nil {
+		t.Fatal(err)
+	}
+	// The next connection's client socket exists before the number is
+	// freed, so that the accepted socket takes the lowest free number:
+	// the one closed behind the stale Conn's back.
+	client2, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client2.Close()
+	server1.Close()
+	s2, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := Wrap(s2.(*net.TCPConn), true).(*Conn)
+	defer fresh.Close()
+	if fresh.fd != stale.fd {
+		t.Skipf("the descriptor number was not reused (%d, %d)", stale.fd, fresh.fd)
+	}
+	woke := make(chan struct{})
+	if err := fresh.OnReadable(func() { close(woke) }); err != nil {
+		t.Fatal(err)
+	}
+	stale.Close()
+	if _, err := client2.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woke:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the new conn's callback never ran: the stale conn's Close took its registration")
+	}
+}
