@@ -70,7 +70,7 @@ func dialBalanced(im *impl, addrs []string, policy string, sec *benchTLS) (grpc.
 	target := benchResolverScheme + ":///backends"
 	switch im.name {
 	case stackLean, stackLeanNoPool, stackLeanNoLowWater:
-		opts := append(leanClientCreds(sec), leangrpc.WithResolvers(r))
+		opts := append(leanClientOptions(sec, nil), leangrpc.WithResolvers(r))
 		switch im.name {
 		case stackLeanNoPool:
 			opts = append(opts, leangrpc.WithReadBufferPooling(false))

@@ -31,6 +31,11 @@ type childMsg struct {
 	Side   *IdleSide `json:"side,omitempty"`   // idle-*: figures after "measure"
 	Result *Result   `json:"result,omitempty"` // run-one
 	Error  string    `json:"error,omitempty"`
+	// Opened and OpenSeconds are the idle client's progress while it
+	// opens its connections: how many made their RPC so far, and in what
+	// time (see openProgress).
+	Opened      int     `json:"opened,omitempty"`
+	OpenSeconds float64 `json:"openSeconds,omitempty"`
 }
 
 // child is a running child process.

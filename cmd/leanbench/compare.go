@@ -125,6 +125,7 @@ var idleMetrics = []metric{
 	{"client heap B/conn", func(s *summary) float64 { return s.client.HeapBytesPerConn }, "%.0f"},
 	{"client stack B/conn", func(s *summary) float64 { return s.client.StackBytesPerConn }, "%.0f"},
 	{"client goroutines/conn", func(s *summary) float64 { return s.client.GoroutinesPerConn }, "%.2f"},
+	{"client open s", func(s *summary) float64 { return s.client.OpenSeconds }, "%.2f"},
 }
 
 func printCompareBlock(w io.Writer, c config, o, n *summary) {

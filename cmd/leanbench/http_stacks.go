@@ -100,9 +100,12 @@ func (s *httpServer) Stop() {
 }
 
 // dialGrpcGoH2 is grpc-go's client, plaintext.
-func dialGrpcGoH2(addr string, _ *benchTLS) (grpc.ClientConnInterface, func() error, error) {
-	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxBenchMsg)))
+func dialGrpcGoH2(addr string, _ *benchTLS, netDial netDialer) (grpc.ClientConnInterface, func() error, error) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxBenchMsg))}
+	if netDial != nil {
+		opts = append(opts, grpc.WithContextDialer(netDial))
+	}
+	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -157,9 +160,12 @@ type connectConn struct {
 	streaming *connect.Client[testpb.SimpleRequest, testpb.SimpleResponse]
 }
 
-func dialConnect(addr string, _ *benchTLS) (grpc.ClientConnInterface, func() error, error) {
+func dialConnect(addr string, _ *benchTLS, netDial netDialer) (grpc.ClientConnInterface, func() error, error) {
 	tr := &http.Transport{Protocols: new(http.Protocols), MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute}
 	tr.Protocols.SetUnencryptedHTTP2(true)
+	if netDial != nil {
+		tr.DialContext = func(ctx context.Context, _, addr string) (net.Conn, error) { return netDial(ctx, addr) }
+	}
 	hc := &http.Client{Transport: tr}
 	opts := []connect.ClientOption{connect.WithReadMaxBytes(maxBenchMsg)}
 	c := &connectConn{tr: tr,

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -29,6 +30,7 @@ import (
 // The conversation, one JSON line per message from each child:
 //
 //	server: {"addr": "127.0.0.1:port"}  baseline taken, serving
+//	client: {"opened": 7000, ...}        once a second while opening (none when it is quick)
 //	client: {"ready": true}              baseline taken, N connections made one RPC each
 //	parent: "measure" to both
 //	both:   {"side": {...}}              after -settle, GC and FreeOSMemory
@@ -73,24 +75,17 @@ func perConn(base, now memFigures, n int) *IdleSide {
 	}
 }
 
-// checkFileLimit raises RLIMIT_NOFILE and says on stderr when it is still
-// below what n connections need.
-func checkFileLimit(w io.Writer, n int) {
-	need := uint64(n) + 64
-	cur, max, err := raiseFileLimit()
-	if err != nil {
-		fmt.Fprintf(w, "leanbench: cannot read RLIMIT_NOFILE (%v); %d connections need about %d descriptors\n", err, n, need)
-		return
-	}
-	if cur < need {
-		fmt.Fprintf(w, "leanbench: RLIMIT_NOFILE is %d (hard limit %d), below the ~%d that %d connections need; raise it with ulimit -n\n", cur, max, need, n)
-	}
-}
-
 // runIdle runs the idle workload once for one stack.
 func (r *runner) runIdle(st stack, cfg config, round int) Result {
 	res := Result{Stack: st.name, Workload: workloadIdle, Connections: cfg.connections, Round: round}
-	srvSide, cliSide, err := r.measureIdle(st, cfg.connections)
+	// run refused the sizes that do not fit (checkIdleLimits); this
+	// planning gives the number of source addresses.
+	plan, err := planIdle(cfg.connections, readIdleLimits())
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	srvSide, cliSide, err := r.measureIdle(st, plan)
 	if err != nil {
 		res.Error = err.Error()
 		return res
@@ -99,8 +94,9 @@ func (r *runner) runIdle(st stack, cfg config, round int) Result {
 	return res
 }
 
-func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err error) {
-	checkFileLimit(r.stderr, n)
+// measureIdle runs the idle children of st for plan's connections.
+func (r *runner) measureIdle(st stack, plan idlePlan) (srvSide, cliSide *IdleSide, err error) {
+	n := plan.conns
 	// Bound the whole workload: dialing, settling, and teardown.
 	limit := 4*r.opts.timeout + time.Duration(n)*5*time.Millisecond + 2*r.opts.settle
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
@@ -130,7 +126,13 @@ func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err e
 		return nil, nil, err
 	}
 	cliExe, cliName := st.client.child()
-	cli, err := startChild(ctx, st.client.name+" idle client", cliExe, append(append([]string{idleClientCmd, "-stack", cliName, "-addr", hello.Addr}, common...), heapFlag("client")...)...)
+	cliArgs := []string{idleClientCmd, "-stack", cliName, "-addr", hello.Addr}
+	if plan.sources > 1 {
+		// Only when needed, so that a -baseline binary from before
+		// -sources still runs every size that needs none.
+		cliArgs = append(cliArgs, "-sources", strconv.Itoa(plan.sources))
+	}
+	cli, err := startChild(ctx, st.client.name+" idle client", cliExe, append(append(cliArgs, common...), heapFlag("client")...)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -148,7 +150,7 @@ func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err e
 	half := n / 2
 	var sides [2][2]*IdleSide // [point][server, client]
 	for i, count := range []int{half, n} {
-		if _, err := cli.read(); err != nil { // the client's "ready"
+		if err := r.awaitIdleClient(cli, n); err != nil {
 			return fail(cli, err)
 		}
 		cmd := "measure " + strconv.Itoa(count)
@@ -185,6 +187,21 @@ func (r *runner) measureIdle(st stack, n int) (srvSide, cliSide *IdleSide, err e
 	return sides[1][0], sides[1][1], nil
 }
 
+// awaitIdleClient reads the idle client's messages until it is ready,
+// and shows its progress on stderr meanwhile.
+func (r *runner) awaitIdleClient(cli *child, n int) error {
+	for {
+		m, err := cli.read()
+		if err != nil {
+			return err
+		}
+		if m.Ready || m.Opened == 0 {
+			return nil
+		}
+		r.progressf("    idle: %d/%d connections open (%.1f s)", m.Opened, n, m.OpenSeconds)
+	}
+}
+
 // idleChildFlags are the flags both idle children take.
 type idleChildFlags struct {
 	stack   string
@@ -198,6 +215,10 @@ type idleChildFlags struct {
 	memRate     int
 	compression string    // the compressor of each connection's RPC
 	tls         *benchTLS // nil: plaintext
+	// sources is how many loopback source addresses the client spreads
+	// its connections over (idle-client; source_addrs.go): 1 or 0 leaves
+	// the choice to the kernel.
+	sources int
 }
 
 func parseIdleChild(name string, args []string, stderr io.Writer) (*idleChildFlags, *impl, error) {
@@ -212,6 +233,7 @@ func parseIdleChild(name string, args []string, stderr io.Writer) (*idleChildFla
 	fs.StringVar(&f.heapProfile, "heapprofile", "", "write a heap profile after each measurement")
 	fs.IntVar(&f.memRate, "memprofilerate", 0, "runtime.MemProfileRate (0: leave the default)")
 	fs.StringVar(&f.compression, "compression", "", "compressor of each connection's RPC (idle-client)")
+	fs.IntVar(&f.sources, "sources", 1, "loopback source addresses to spread the connections over, from 127.0.0.1 on (idle-client)")
 	certFile := fs.String("tlscert", "", "TLS certificate file (with -tlskey: TLS, see leanbench -tls)")
 	keyFile := fs.String("tlskey", "", "TLS key file")
 	if err := fs.Parse(args); err != nil {
@@ -234,13 +256,20 @@ func parseIdleChild(name string, args []string, stderr io.Writer) (*idleChildFla
 	if f.conns < 1 {
 		return nil, nil, fmt.Errorf("-connections %d", f.conns)
 	}
+	if f.sources < 0 || f.sources > maxLoopbackSources {
+		return nil, nil, fmt.Errorf("-sources %d", f.sources)
+	}
+	// Each child holds one descriptor per connection.
+	if err := checkChildFiles(f.conns); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
+	}
 	return &f, im, nil
 }
 
 // serveCommands answers "measure N" lines on stdin with the figures
 // against base for N connections, and runs more on "more", until stdin
-// closes.
-func serveCommands(stdin io.Reader, enc *json.Encoder, base memFigures, f *idleChildFlags, more func()) {
+// closes. openTime, when not nil, gives the client's open time so far.
+func serveCommands(stdin io.Reader, enc *json.Encoder, base memFigures, f *idleChildFlags, more func(), openTime func() time.Duration) {
 	in := bufio.NewScanner(stdin)
 	for in.Scan() {
 		cmd, arg, _ := strings.Cut(in.Text(), " ")
@@ -251,6 +280,9 @@ func serveCommands(stdin io.Reader, enc *json.Encoder, base memFigures, f *idleC
 				n = f.conns
 			}
 			side := perConn(base, measureMem(f.settle), n)
+			if openTime != nil {
+				side.OpenSeconds = openTime().Seconds()
+			}
 			if f.heapProfile != "" {
 				writeHeapProfile(f.heapProfile)
 			}
@@ -271,7 +303,6 @@ func runIdleServer(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		enc.Encode(childMsg{Error: err.Error()})
 		return 2
 	}
-	raiseFileLimit()
 	// Exit on our own if the parent disappears without closing stdin.
 	time.AfterFunc(10*time.Minute, func() { os.Exit(3) })
 	srv, err := startServer(im, f.tls)
@@ -284,7 +315,7 @@ func runIdleServer(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	}
 	base := measureMem(100 * time.Millisecond)
 	enc.Encode(childMsg{Addr: srv.addr})
-	serveCommands(stdin, enc, base, f, nil)
+	serveCommands(stdin, enc, base, f, nil, nil)
 	if err := srv.stop(); err != nil {
 		fmt.Fprintf(stderr, "warning: %v\n", err)
 	}
@@ -299,7 +330,6 @@ func runIdleClient(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		enc.Encode(childMsg{Error: err.Error()})
 		return 2
 	}
-	raiseFileLimit()
 	time.AfterFunc(10*time.Minute, func() { os.Exit(3) })
 	if im.name != stackGrpc {
 		startLeanHelpers()
@@ -317,8 +347,15 @@ func runIdleClient(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 			fmt.Fprintf(stderr, "warning: %s client: closing idle connections did not finish within 15s\n", im.name)
 		}
 	}()
+	d := &idleDialer{im: im, addr: f.addr, rpcTimeout: f.timeout, sec: f.tls,
+		callOpts: compressionOptions(f.compression), netDial: spreadDialer(loopbackSources(f.sources))}
+	var progress openProgress
 	dial := func(n int) bool {
-		cs, err := dialIdle(context.Background(), im, f.addr, n, f.timeout, f.tls, compressionOptions(f.compression))
+		var cs []func() error
+		var err error
+		progress.phase(enc, &d.opened, func() {
+			cs, err = d.open(context.Background(), n)
+		})
 		closers = append(closers, cs...)
 		if err != nil {
 			enc.Encode(childMsg{Error: err.Error()})
@@ -330,15 +367,63 @@ func runIdleClient(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	if !dial(half) {
 		return 0
 	}
-	serveCommands(stdin, enc, base, f, func() { dial(f.conns - half) })
+	serveCommands(stdin, enc, base, f, func() { dial(f.conns - half) }, func() time.Duration { return progress.spent })
 	return 0
 }
 
-// dialIdle opens n connections to addr (over TLS when sec is not nil) and
-// makes one unary RPC on each with callOpts, each bounded by rpcTimeout.
-// It returns the close functions of the connections it opened, also on
-// error.
-func dialIdle(ctx context.Context, im *impl, addr string, n int, rpcTimeout time.Duration, sec *benchTLS, callOpts []grpc.CallOption) ([]func() error, error) {
+// openProgress is the idle client's time spent opening connections, and
+// its progress reports while it does: a parent waiting for 19,000
+// connections would otherwise see nothing for a minute.
+type openProgress struct {
+	spent time.Duration // the time of the finished phases
+}
+
+// phase runs open, one phase of opening, and meanwhile sends on enc once
+// a second the count of open connections (from opened) and the time spent
+// so far: nothing when the phase takes less than a second, nor while none
+// is open, since a message with opened 0 would read as "ready". Nothing
+// else writes to enc until open returns.
+func (p *openProgress) phase(enc *json.Encoder, opened *atomic.Int64, open func()) {
+	start := time.Now()
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if n := opened.Load(); n > 0 {
+					enc.Encode(childMsg{Opened: int(n), OpenSeconds: (p.spent + time.Since(start)).Seconds()})
+				}
+			}
+		}
+	}()
+	open()
+	close(stop)
+	<-stopped
+	p.spent += time.Since(start)
+}
+
+// idleDialer opens the idle client's connections.
+type idleDialer struct {
+	im         *impl
+	addr       string
+	rpcTimeout time.Duration // bound on each connection's RPC
+	sec        *benchTLS     // nil: plaintext
+	callOpts   []grpc.CallOption
+	netDial    netDialer    // nil: the stack's own
+	opened     atomic.Int64 // connections that made their RPC, over all calls of open
+}
+
+// open opens n connections to d.addr (over TLS when d.sec is not nil) and
+// makes one unary RPC on each with d.callOpts, each bounded by
+// d.rpcTimeout. It returns the close functions of the connections it
+// opened, also on error.
+func (d *idleDialer) open(ctx context.Context, n int) ([]func() error, error) {
+	im, addr, sec := d.im, d.addr, d.sec
 	closers := make([]func() error, n)
 	var firstErr errBox
 	var wg sync.WaitGroup
@@ -358,21 +443,22 @@ func dialIdle(ctx context.Context, im *impl, addr string, n int, rpcTimeout time
 							err = fmt.Errorf("%s client panicked: %v", im.name, p)
 						}
 					}()
-					cc, closeFn, err := dialSafe(im, addr, sec)
+					cc, closeFn, err := dialSafe(im, addr, sec, d.netDial)
 					if err != nil {
 						return err
 					}
 					closers[i] = closeFn
-					rctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+					rctx, cancel := context.WithTimeout(ctx, d.rpcTimeout)
 					defer cancel()
 					var p peer.Peer
-					opts := append(callOpts[:len(callOpts):len(callOpts)], grpc.Peer(&p))
+					opts := append(d.callOpts[:len(d.callOpts):len(d.callOpts)], grpc.Peer(&p))
 					if _, err := testpb.NewBenchmarkServiceClient(cc).UnaryCall(rctx, req, opts...); err != nil {
 						return fmt.Errorf("connection %d: UnaryCall: %w", i, err)
 					}
 					if err := checkPeerSecurity(&p, sec); err != nil {
 						return fmt.Errorf("connection %d: %w", i, err)
 					}
+					d.opened.Add(1)
 					return nil
 				}()
 				if err != nil {

@@ -112,6 +112,10 @@ type IdleSide struct {
 	RSSBytes                int64   `json:"rssBytes"` // at the measurement
 	BaselineRSSBytes        int64   `json:"baselineRssBytes"`
 	BaselineGoroutines      int     `json:"baselineGoroutines"`
+	// OpenSeconds, on the client side, is the wall time it took to open
+	// the connections and make each one's RPC, idleDialers at a time;
+	// absent on the server side and in files from before it existed.
+	OpenSeconds float64 `json:"openSeconds,omitempty"`
 }
 
 func currentEnv(args []string) Env {

@@ -62,14 +62,17 @@ func TestRunSmall(t *testing.T) {
 	}
 	f := row(t, out, "srv RSS/conn", "idle", "20")
 	// Per stack: srv RSS/conn, srv marginal, srv heap/conn, srv stack/conn,
-	// srv gor/conn, cli RSS/conn, cli marginal, cli gor/conn.
+	// srv gor/conn, cli RSS/conn, cli marginal, cli gor/conn, open.
 	if g, err := strconv.ParseFloat(f[4], 64); err != nil || g <= 0 {
 		t.Errorf("idle: grpc-go server goroutines/conn %q, want a positive number", f[4])
 	}
 	if m, err := strconv.ParseFloat(f[6], 64); err != nil || m <= 0 {
 		t.Errorf("idle: grpc-go client marginal RSS/conn %q, want a positive number", f[6])
 	}
-	checkStackCell(t, out, []string{"idle"}, f[8:], "leangrpc")
+	if d := f[8]; !strings.HasSuffix(d, "s") || d == "-" {
+		t.Errorf("idle: grpc-go open time %q, want a duration", d)
+	}
+	checkStackCell(t, out, []string{"idle"}, f[9:], "leangrpc")
 
 	// JSON: exact field names, one result per stack and config.
 	b, err := os.ReadFile(jsonPath)
@@ -123,6 +126,10 @@ func TestRunSmall(t *testing.T) {
 				}
 				if g, _ := s["goroutinesPerConn"].(float64); stack == "grpc-go" && g <= 0 {
 					t.Errorf("grpc-go idle %s: goroutinesPerConn %v, want > 0", side, g)
+				}
+				// Only the client opens connections.
+				if o, ok := s["openSeconds"].(float64); side == "client" && (!ok || o <= 0) || side == "server" && ok {
+					t.Errorf("%s idle %s: openSeconds %v", stack, side, s["openSeconds"])
 				}
 			}
 			continue

@@ -179,6 +179,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "leanbench: %v\n", err)
 		return 2
 	}
+	if slices.ContainsFunc(stacks, func(st stack) bool { return st.name != stackRaw }) {
+		// Before anything runs: a size beyond the machine's limits would
+		// otherwise fail only after the smaller ones, minutes in.
+		if err := checkIdleLimits(stderr, plan, readIdleLimits()); err != nil {
+			fmt.Fprintf(stderr, "leanbench: %v\n", err)
+			return 2
+		}
+	}
 
 	if *useTLS {
 		dir, err := os.MkdirTemp("", "leanbench-tls-")
@@ -390,9 +398,10 @@ func progressSummary(res Result) string {
 		return s
 	}
 	if res.Server != nil && res.Client != nil {
-		return fmt.Sprintf("server %s B/conn RSS (marginal %s), %.2f goroutines/conn; client %s B/conn RSS (marginal %s), %.2f goroutines/conn",
+		return fmt.Sprintf("server %s B/conn RSS (marginal %s), %.2f goroutines/conn; client %s B/conn RSS (marginal %s), %.2f goroutines/conn, opened in %s",
 			compact(res.Server.RSSBytesPerConn), compact(res.Server.MarginalRSSBytesPerConn), res.Server.GoroutinesPerConn,
-			compact(res.Client.RSSBytesPerConn), compact(res.Client.MarginalRSSBytesPerConn), res.Client.GoroutinesPerConn)
+			compact(res.Client.RSSBytesPerConn), compact(res.Client.MarginalRSSBytesPerConn), res.Client.GoroutinesPerConn,
+			openLabel(res.Client.OpenSeconds))
 	}
 	return ""
 }

@@ -37,8 +37,21 @@ func residentBytes() int64 {
 	return pages * int64(os.Getpagesize())
 }
 
+// fileLimits returns the soft and hard RLIMIT_NOFILE: children inherit the
+// hard one, and each idle child raises its soft limit to it.
+func fileLimits() (cur, max uint64, err error) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, 0, err
+	}
+	return uint64(rl.Cur), uint64(rl.Max), nil
+}
+
 // raiseFileLimit raises the soft RLIMIT_NOFILE to the hard limit and
-// returns the resulting soft limit.
+// returns the resulting soft and hard limits. The Go runtime raises the
+// soft limit at start already (since Go 1.19), but where the hard limit
+// is unlimited (macOS) that raise stops lower and so may this one: the
+// caller compares the soft limit it gets with what it needs.
 func raiseFileLimit() (cur, max uint64, err error) {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {

@@ -114,6 +114,7 @@ func medianIdle(xs []*IdleSide) IdleSide {
 		GoroutinesPerConn:       medianOf(xs, func(x *IdleSide) float64 { return x.GoroutinesPerConn }),
 		BaselineRSSBytes:        int64(medianOf(xs, func(x *IdleSide) float64 { return float64(x.BaselineRSSBytes) })),
 		BaselineGoroutines:      int(medianOf(xs, func(x *IdleSide) float64 { return float64(x.BaselineGoroutines) })),
+		OpenSeconds:             medianOf(xs, func(x *IdleSide) float64 { return x.OpenSeconds }),
 	}
 }
 
@@ -267,9 +268,11 @@ func printThroughput(w io.Writer, cfgs []config, names []string, ratios []ratioP
 }
 
 func printIdle(w io.Writer, cfgs []config, names []string, ratios []ratioPair, sums map[config]map[string]*summary, notes *footnotes) {
-	cols := []string{"srv RSS/conn", "srv marginal", "srv heap/conn", "srv stack/conn", "srv gor/conn", "cli RSS/conn", "cli marginal", "cli gor/conn"}
+	// "open" is the client's time to open the connections, each with its
+	// one RPC.
+	cols := []string{"srv RSS/conn", "srv marginal", "srv heap/conn", "srv stack/conn", "srv gor/conn", "cli RSS/conn", "cli marginal", "cli gor/conn", "open"}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	ratioCols := []string{"srv RSS", "srv marg", "srv gor", "cli RSS", "cli marg", "cli gor"}
+	ratioCols := []string{"srv RSS", "srv marg", "srv gor", "cli RSS", "cli marg", "cli gor", "open"}
 	writeHeader(tw, []string{"workload", "conns"}, names, cols, ratios, ratioCols)
 	for _, c := range cfgs {
 		row := []string{"idle", fmt.Sprint(c.connections)}
@@ -290,7 +293,8 @@ func printIdle(w io.Writer, cfgs []config, names []string, ratios []ratioPair, s
 					fmt.Sprintf("%.2f", s.server.GoroutinesPerConn),
 					fmt.Sprintf("%.0f", s.client.RSSBytesPerConn),
 					fmt.Sprintf("%.0f", s.client.MarginalRSSBytesPerConn),
-					fmt.Sprintf("%.2f", s.client.GoroutinesPerConn))
+					fmt.Sprintf("%.2f", s.client.GoroutinesPerConn),
+					openLabel(s.client.OpenSeconds))
 			}
 		}
 		for _, p := range ratios {
@@ -302,7 +306,8 @@ func printIdle(w io.Writer, cfgs []config, names []string, ratios []ratioPair, s
 					ratio(l.server.GoroutinesPerConn, g.server.GoroutinesPerConn),
 					ratio(l.client.RSSBytesPerConn, g.client.RSSBytesPerConn),
 					ratio(l.client.MarginalRSSBytesPerConn, g.client.MarginalRSSBytesPerConn),
-					ratio(l.client.GoroutinesPerConn, g.client.GoroutinesPerConn))
+					ratio(l.client.GoroutinesPerConn, g.client.GoroutinesPerConn),
+					ratio(l.client.OpenSeconds, g.client.OpenSeconds))
 			} else {
 				row = append(row, repeat("-", len(ratioCols))...)
 			}
@@ -310,6 +315,15 @@ func printIdle(w io.Writer, cfgs []config, names []string, ratios []ratioPair, s
 		writeRow(tw, row)
 	}
 	tw.Flush()
+}
+
+// openLabel writes the idle client's open time; "-" for results from a
+// leanbench that did not measure it (a -baseline binary, say).
+func openLabel(seconds float64) string {
+	if seconds <= 0 {
+		return "-"
+	}
+	return latencyLabel(seconds * 1e6)
 }
 
 func writeRow(w io.Writer, cells []string) {

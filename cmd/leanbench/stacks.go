@@ -23,8 +23,9 @@ type impl struct {
 	name      string
 	newServer func(sec *benchTLS) grpcServer
 	// dial returns a client connection for addr ("host:port") and the
-	// function that closes it.
-	dial func(addr string, sec *benchTLS) (grpc.ClientConnInterface, func() error, error)
+	// function that closes it; netDial, when not nil, opens its network
+	// connections (the idle client's source addresses, source_addrs.go).
+	dial func(addr string, sec *benchTLS, netDial netDialer) (grpc.ClientConnInterface, func() error, error)
 	// exe, when set, is another leanbench binary whose children run this
 	// implementation (-baseline): another build of leangrpc, known there
 	// as childName. newServer and dial are nil then: the implementation
@@ -72,8 +73,8 @@ var impls = map[string]*impl{
 		newServer: func(sec *benchTLS) grpcServer {
 			return leangrpc.NewServer(leanServerCreds(sec)...)
 		},
-		dial: func(addr string, sec *benchTLS) (grpc.ClientConnInterface, func() error, error) {
-			cc, err := leangrpc.NewClient(addr, leanClientCreds(sec)...)
+		dial: func(addr string, sec *benchTLS, netDial netDialer) (grpc.ClientConnInterface, func() error, error) {
+			cc, err := leangrpc.NewClient(addr, leanClientOptions(sec, netDial)...)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -87,8 +88,8 @@ var impls = map[string]*impl{
 		newServer: func(sec *benchTLS) grpcServer {
 			return leangrpc.NewServer(append(leanServerCreds(sec), leangrpc.ReadBufferPooling(false))...)
 		},
-		dial: func(addr string, sec *benchTLS) (grpc.ClientConnInterface, func() error, error) {
-			cc, err := leangrpc.NewClient(addr, append(leanClientCreds(sec), leangrpc.WithReadBufferPooling(false))...)
+		dial: func(addr string, sec *benchTLS, netDial netDialer) (grpc.ClientConnInterface, func() error, error) {
+			cc, err := leangrpc.NewClient(addr, append(leanClientOptions(sec, netDial), leangrpc.WithReadBufferPooling(false))...)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -102,8 +103,8 @@ var impls = map[string]*impl{
 		newServer: func(sec *benchTLS) grpcServer {
 			return leangrpc.NewServer(append(leanServerCreds(sec), leangrpc.RecvLowWater(false))...)
 		},
-		dial: func(addr string, sec *benchTLS) (grpc.ClientConnInterface, func() error, error) {
-			cc, err := leangrpc.NewClient(addr, append(leanClientCreds(sec), leangrpc.WithRecvLowWater(false))...)
+		dial: func(addr string, sec *benchTLS, netDial netDialer) (grpc.ClientConnInterface, func() error, error) {
+			cc, err := leangrpc.NewClient(addr, append(leanClientOptions(sec, netDial), leangrpc.WithRecvLowWater(false))...)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -125,13 +126,16 @@ var impls = map[string]*impl{
 			}
 			return grpc.NewServer(opts...)
 		},
-		dial: func(addr string, sec *benchTLS) (grpc.ClientConnInterface, func() error, error) {
+		dial: func(addr string, sec *benchTLS, netDial netDialer) (grpc.ClientConnInterface, func() error, error) {
 			creds := sec.clientCreds()
 			if creds == nil {
 				creds = insecure.NewCredentials()
 			}
-			cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(creds),
-				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxBenchMsg)))
+			opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxBenchMsg))}
+			if netDial != nil {
+				opts = append(opts, grpc.WithContextDialer(netDial))
+			}
+			cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -140,10 +144,10 @@ var impls = map[string]*impl{
 	},
 }
 
-// leanServerCreds and leanClientCreds are the options that put a leangrpc
-// server or client on sec's TLS; none for plaintext.
+// leanServerCreds and leanClientOptions are the options that put a
+// leangrpc server or client on sec's TLS; none for plaintext.
 // They also raise the receive limit to maxBenchMsg, as the grpc-go stack
-// does.
+// does, and leanClientOptions dials with netDial when it is not nil.
 func leanServerCreds(sec *benchTLS) []leangrpc.ServerOption {
 	opts := []leangrpc.ServerOption{leangrpc.MaxRecvMsgSize(maxBenchMsg)}
 	if sec == nil {
@@ -152,8 +156,11 @@ func leanServerCreds(sec *benchTLS) []leangrpc.ServerOption {
 	return append(opts, leangrpc.Creds(sec.serverCreds()))
 }
 
-func leanClientCreds(sec *benchTLS) []leangrpc.DialOption {
+func leanClientOptions(sec *benchTLS, netDial netDialer) []leangrpc.DialOption {
 	opts := []leangrpc.DialOption{leangrpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxBenchMsg))}
+	if netDial != nil {
+		opts = append(opts, leangrpc.WithContextDialer(netDial))
+	}
 	if sec == nil {
 		return opts
 	}
@@ -297,15 +304,15 @@ func newServerSafe(im *impl, sec *benchTLS) (srv grpcServer, err error) {
 	return srv, nil
 }
 
-// dialSafe dials addr with im (over TLS when sec is not nil), turning a
-// panic into an error.
-func dialSafe(im *impl, addr string, sec *benchTLS) (cc grpc.ClientConnInterface, closeFn func() error, err error) {
+// dialSafe dials addr with im (over TLS when sec is not nil, through
+// netDial when it is not nil), turning a panic into an error.
+func dialSafe(im *impl, addr string, sec *benchTLS, netDial netDialer) (cc grpc.ClientConnInterface, closeFn func() error, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%s: dial panicked: %v", im.name, r)
 		}
 	}()
-	cc, closeFn, err = im.dial(addr, sec)
+	cc, closeFn, err = im.dial(addr, sec, netDial)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s client: %w", im.name, err)
 	}

@@ -40,7 +40,7 @@ func TestBenchTLSEveryStack(t *testing.T) {
 			t.Run(cn+">"+sn, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				cc, closeFn, err := dialSafe(impls[cn], srv.addr, sec)
+				cc, closeFn, err := dialSafe(impls[cn], srv.addr, sec, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -61,7 +61,7 @@ func TestBenchTLSEveryStack(t *testing.T) {
 					t.Errorf("server key %T, want ECDSA P-256", ti.State.PeerCertificates[0].PublicKey)
 				}
 
-				plain, closePlain, err := dialSafe(impls[cn], srv.addr, nil)
+				plain, closePlain, err := dialSafe(impls[cn], srv.addr, nil, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -356,7 +356,7 @@ func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
 		if balanced {
 			cc, closeFn, err = dialBalanced(st.client, addrs, r.opts.lb, r.opts.tls)
 		} else {
-			cc, closeFn, err = dialSafe(st.client, addrs[0], r.opts.tls)
+			cc, closeFn, err = dialSafe(st.client, addrs[0], r.opts.tls, nil)
 		}
 		if err != nil {
 			return nil, err
