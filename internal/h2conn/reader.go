@@ -516,8 +516,11 @@ func (c *Conn) trimIdleLocked() {
 	}
 	if len(c.ctrl) == 0 && !c.writing {
 		c.ctrl = nil
-		c.localSettings = nil // no SETTINGS is queued
+		if c.rare != nil {
+			c.rare.localSettings = nil // no SETTINGS is queued
+		}
 	}
+	c.dropRareLocked()
 }
 
 // The frame reader's source.
