@@ -197,3 +197,11 @@ func settledGoroutines() int {
 	}
 	return n
 }
+
+// readSource, which every server connection on a socket with pooled reads
+// holds for its life, stays within the 128-byte size class.
+func TestReadSourceSize(t *testing.T) {
+	if n := unsafe.Sizeof(readSource{}); n > 128 {
+		t.Fatalf("readSource is %d bytes, want at most 128", n)
+	}
+}

@@ -554,9 +554,10 @@ type readSource struct {
 	// (readbatch.go).
 	batchHeld bool
 	// awaiting is set while a server waits for the client's greeting, and
-	// greeting holds its bytes that came in parts (greeting.go).
-	greeting []byte
+	// greeting holds its bytes that came in parts (greeting.go). The
+	// three flags sit together so that the struct fits 128 bytes.
 	awaiting bool
+	greeting []byte
 	// header holds the first bytes of a frame header, at their size, while
 	// a server waits for the rest in the idle poller (ReadHeaderRest); the
 	// next NextBuffer gives them back in front of the bytes that follow.
