@@ -483,6 +483,7 @@ func (c *Conn) goIdle(rn readableNotifier) bool {
 	c.trimIdleLocked()
 	c.mu.Unlock()
 	c.fr.ForgetHeaderBlocks()
+	c.fr.FitHeaderTable()
 	c.ledger().Trim()
 	if rn.OnReadable(c.resume) == nil {
 		return true
@@ -515,6 +516,7 @@ func (c *Conn) trimIdleLocked() {
 		}
 	}
 	if len(c.ctrl) == 0 && !c.writing {
+		c.fw.Encoder().FitTable() // the encoder is the write role's, and nobody holds it
 		c.ctrl = nil
 		if c.rare != nil {
 			c.rare.localSettings = nil // no SETTINGS is queued
