@@ -31,10 +31,6 @@ type Conn struct {
 
 	fr  *h2frame.Reader // owned by the run loop
 	src *readSource     // fr's source on a socket with pooled reads, nil otherwise (reader.go); owned with fr
-	// fw is owned by the holder of the write role. It lives inside Conn,
-	// not behind a pointer: every connection has one for its whole life,
-	// and an allocation of its own would cost each a second object.
-	fw h2frame.Writer
 
 	// notify holds the Done and GoingAway channels, made on demand, and
 	// ServeAsync's onEnd (nil until one is needed); guarded by mu, onEnd
@@ -128,6 +124,14 @@ type Conn struct {
 	// inline is the stream whose RunInline handler waits for the batch to
 	// end (owned by the read role's holder; reader.go).
 	inline *Stream
+
+	// fw is owned by the holder of the write role. It lives inside Conn,
+	// not behind a pointer: every connection has one for its whole life,
+	// and an allocation of its own would cost each a second object. It
+	// comes last, away from the fields the reader writes on every read
+	// (lastRead, inflow, the flood counters), so that the writer's and
+	// the reader's stores do not share a cache line.
+	fw h2frame.Writer
 }
 
 // rareState holds what a connection needs only at rare moments: while
