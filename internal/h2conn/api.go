@@ -242,7 +242,10 @@ func (c *Conn) Close() error { c.closeWith(errLocalClose); return nil }
 func (c *Conn) PeerGoAway() (code h2frame.ErrCode, debug string, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.peerGoAwayCode, c.peerGoAwayDebug, c.goAwayRecv && c.peerGoAwayCode != h2frame.ErrCodeNo
+	if c.rare != nil {
+		debug = c.rare.peerGoAwayDebug
+	}
+	return c.peerGoAwayCode, debug, c.goAwayRecv && c.peerGoAwayCode != h2frame.ErrCodeNo
 }
 
 // OnGoingAway arranges for f to run, on a goroutine of its own, once the

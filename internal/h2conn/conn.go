@@ -31,7 +31,6 @@ type Conn struct {
 
 	fr  *h2frame.Reader // owned by the run loop
 	src *readSource     // fr's source on a socket with pooled reads, nil otherwise (reader.go); owned with fr
-	fw  *h2frame.Writer // owned by the holder of the write role
 
 	// notify holds the Done and GoingAway channels, made on demand, and
 	// ServeAsync's onEnd (nil until one is needed); guarded by mu, onEnd
@@ -53,21 +52,18 @@ type Conn struct {
 	idleCond waitCond  // signalled when writing becomes false; uses mu
 
 	// Guarded by mu.
-	closeErr        *Error
-	streams         map[uint32]*Stream // nil until the first stream and again once idle
-	outflow         outflow
-	ctrl            []ctrlFrame
-	ready           readyList
-	slotFree        chan struct{} // closed when a local stream slot frees; nil when nobody waits
-	goAwayDebug     string        // debug data of the queued GOAWAY
-	peerGoAwayDebug string        // its debug data
-	lastPingAt      int64         // unix nanoseconds of the peer's last PING; 0: none yet
+	closeErr   *Error
+	streams    map[uint32]*Stream // nil until the first stream and again once idle
+	outflow    outflow
+	ctrl       []ctrlFrame
+	ready      readyList
+	rare       *rareState // nil until a rare moment needs it, and again once idle
+	lastPingAt int64      // unix nanoseconds of the peer's last PING; 0: none yet
 	// bdp is the BDP estimator, made once a stream window's worth of DATA
 	// arrived (bdpBytes counts it until then), so that connections of
 	// small calls never hold one.
-	bdp           *bdpEstimator
-	freeStreams   []*Stream         // released streams kept for reuse
-	localSettings []h2frame.Setting // payload of the next SETTINGS we send; dropped when idle
+	bdp         *bdpEstimator
+	freeStreams []*Stream // released streams kept for reuse
 
 	peer peerSettings // guarded by mu
 
@@ -128,6 +124,46 @@ type Conn struct {
 	// inline is the stream whose RunInline handler waits for the batch to
 	// end (owned by the read role's holder; reader.go).
 	inline *Stream
+
+	// fw is owned by the holder of the write role. It lives inside Conn,
+	// not behind a pointer: every connection has one for its whole life,
+	// and an allocation of its own would cost each a second object. It
+	// comes last, away from the fields the reader writes on every read
+	// (lastRead, inflow, the flood counters), so that the writer's and
+	// the reader's stores do not share a cache line.
+	fw h2frame.Writer
+}
+
+// rareState holds what a connection needs only at rare moments: while
+// our SETTINGS wait to be written, around a GOAWAY either way, and while a
+// client waits for a stream slot. It is made on first need and dropped by
+// trimIdleLocked once nothing in it is live, so that the Conn of an idle
+// connection stays in a smaller size class. Guarded by mu.
+type rareState struct {
+	localSettings   []h2frame.Setting // payload of the next SETTINGS we send; dropped when idle
+	goAwayDebug     string            // debug data of the queued GOAWAY
+	peerGoAwayDebug string            // its debug data
+	slotFree        chan struct{}     // closed when a local stream slot frees; nil when nobody waits
+	shutdown        *time.Timer       // second phase of a graceful shutdown
+	drain           *time.Timer       // close after the peer's GOAWAY if it does not
+}
+
+// rareLocked returns c.rare, made if need be.
+func (c *Conn) rareLocked() *rareState {
+	if c.rare == nil {
+		c.rare = new(rareState)
+	}
+	return c.rare
+}
+
+// dropRareLocked drops c.rare when nothing in it is live.
+func (c *Conn) dropRareLocked() {
+	r := c.rare
+	if r == nil || len(r.localSettings) > 0 || r.goAwayDebug != "" || r.peerGoAwayDebug != "" ||
+		r.slotFree != nil || r.shutdown != nil || r.drain != nil {
+		return
+	}
+	c.rare = nil
 }
 
 // peerSettings are the peer's SETTINGS as last received.
@@ -259,7 +295,7 @@ func newConn(nc net.Conn, cfg Config, role Role, h Handler) *Conn {
 		Ledger:             newLedger(&cfg, role),
 	})
 	c.fr.SetDataSink((*connSink)(c)) // DATA of a gathered message lands in its buffer (sink.go)
-	c.fw = h2frame.NewWriter(wc, h2frame.WriterConfig{Pool: cfg.Pool})
+	c.fw.Init(wc, h2frame.WriterConfig{Pool: cfg.Pool})
 	c.peer = peerSettings{
 		headerTableSize:      h2frame.DefaultHeaderTableLen,
 		maxConcurrentStreams: initialPeerMaxStreams,
@@ -915,10 +951,7 @@ func (c *Conn) fail(err *Error) {
 		c.encodeCtrlLocked() // e.g. the final GOAWAY of a graceful shutdown
 	}
 	hooks := c.failAllStreamsLocked(err)
-	if c.slotFree != nil {
-		close(c.slotFree)
-		c.slotFree = nil
-	}
+	c.wakeSlotLocked()
 	c.mu.Unlock()
 
 	if sendGoAway {

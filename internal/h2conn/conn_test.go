@@ -114,11 +114,11 @@ func TestGoingAwayLazy(t *testing.T) {
 	}
 }
 
-// Conn stays within the 512-byte size class (an object over 512 bytes
-// would also carry an 8-byte malloc header).
+// Conn, its frame writer included, stays within the 480-byte size class
+// (an object over 512 bytes would also carry an 8-byte malloc header).
 func TestConnSize(t *testing.T) {
-	if n := unsafe.Sizeof(Conn{}); n > 512 {
-		t.Fatalf("Conn is %d bytes, want at most 512", n)
+	if n := unsafe.Sizeof(Conn{}); n > 480 {
+		t.Fatalf("Conn is %d bytes, want at most 480", n)
 	}
 }
 
@@ -196,4 +196,12 @@ func settledGoroutines() int {
 		}
 	}
 	return n
+}
+
+// readSource, which every server connection on a socket with pooled reads
+// holds for its life, stays within the 128-byte size class.
+func TestReadSourceSize(t *testing.T) {
+	if n := unsafe.Sizeof(readSource{}); n > 128 {
+		t.Fatalf("readSource is %d bytes, want at most 128", n)
+	}
 }

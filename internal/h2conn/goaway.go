@@ -30,7 +30,7 @@ func (c *Conn) onGoAway(f *h2frame.GoAwayFrame) *Error {
 	}
 	if f.Code != h2frame.ErrCodeNo {
 		c.peerGoAwayCode = f.Code
-		c.peerGoAwayDebug = string(f.Debug)
+		c.rareLocked().peerGoAwayDebug = string(f.Debug)
 	}
 	c.drainedLocked()
 	c.mu.Unlock()
@@ -44,8 +44,8 @@ func (c *Conn) onGoAway(f *h2frame.GoAwayFrame) *Error {
 // GOAWAY on.
 func (c *Conn) peerGoAwayErrLocked() *Error {
 	reason := "goaway"
-	if c.peerGoAwayDebug != "" {
-		reason = "goaway: " + c.peerGoAwayDebug
+	if r := c.rare; r != nil && r.peerGoAwayDebug != "" {
+		reason = "goaway: " + r.peerGoAwayDebug
 	}
 	return &Error{Code: c.peerGoAwayCode, Initiator: InitiatorPeer, Reason: reason}
 }
@@ -64,7 +64,7 @@ func (c *Conn) goAway(code h2frame.ErrCode, debug string, who Initiator) {
 	}
 	c.goAwaySent = true
 	c.goAwayLastID = c.maxPeerID
-	c.goAwayDebug = debug
+	c.rareLocked().goAwayDebug = debug
 	c.shutdownPhase = 2
 	c.closeGoingAwayLocked()
 	c.wakeSlotLocked()
@@ -99,7 +99,7 @@ func (c *Conn) GracefulShutdown() {
 	c.shutdownPhase = 1
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlGoAway, id: maxStreamID, code: h2frame.ErrCodeNo}, false)
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlPing, data: shutdownPingData}, false)
-	c.timers.shutdown = time.AfterFunc(shutdownPingTimeout, c.shutdownTimeout)
+	c.rareLocked().shutdown = time.AfterFunc(shutdownPingTimeout, c.shutdownTimeout)
 	c.ensureWriterLocked()
 }
 
@@ -137,7 +137,7 @@ func (c *Conn) drainedLocked() {
 		// our last frames. A peer that never closes is closed after
 		// peerGoAwayCloseDelay.
 		c.drainStarted = true
-		c.timers.drain = time.AfterFunc(peerGoAwayCloseDelay, c.onDrainTimeout)
+		c.rareLocked().drain = time.AfterFunc(peerGoAwayCloseDelay, c.onDrainTimeout)
 	case c.shutdownPhase == 2:
 		c.drainStarted = true
 		go c.fail(&Error{Code: h2frame.ErrCodeNo, Initiator: InitiatorUser, Reason: "drained"})

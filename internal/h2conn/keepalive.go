@@ -12,8 +12,6 @@ import (
 type timers struct {
 	settings  *time.Timer  // SETTINGS ACK timeout
 	keepalive *sharedTimer // client (or server) keepalive ping
-	shutdown  *time.Timer  // second phase of a graceful shutdown
-	drain     *time.Timer  // close after the peer's GOAWAY if it does not
 	age       *ageTimers   // nil unless MaxConnectionIdle or MaxConnectionAge is set
 	kaSentAt  int64        // unix nanoseconds the keepalive PING went out
 	kaWaiting bool         // keepalive fired a PING and waits for the ACK
@@ -86,7 +84,11 @@ func (c *Conn) stopTimersLocked() {
 	if c.timers.keepalive != nil {
 		c.timers.keepalive.Stop()
 	}
-	for _, t := range [...]*time.Timer{c.timers.settings, c.timers.shutdown, c.timers.drain} {
+	timers := [...]*time.Timer{c.timers.settings, nil, nil}
+	if r := c.rare; r != nil {
+		timers[1], timers[2] = r.shutdown, r.drain
+	}
+	for _, t := range timers {
 		if t != nil {
 			t.Stop()
 		}

@@ -483,6 +483,7 @@ func (c *Conn) goIdle(rn readableNotifier) bool {
 	c.trimIdleLocked()
 	c.mu.Unlock()
 	c.fr.ForgetHeaderBlocks()
+	c.fr.FitHeaderTable()
 	c.ledger().Trim()
 	if rn.OnReadable(c.resume) == nil {
 		return true
@@ -515,9 +516,13 @@ func (c *Conn) trimIdleLocked() {
 		}
 	}
 	if len(c.ctrl) == 0 && !c.writing {
+		c.fw.Encoder().FitTable() // the encoder is the write role's, and nobody holds it
 		c.ctrl = nil
-		c.localSettings = nil // no SETTINGS is queued
+		if c.rare != nil {
+			c.rare.localSettings = nil // no SETTINGS is queued
+		}
 	}
+	c.dropRareLocked()
 }
 
 // The frame reader's source.
@@ -551,9 +556,10 @@ type readSource struct {
 	// (readbatch.go).
 	batchHeld bool
 	// awaiting is set while a server waits for the client's greeting, and
-	// greeting holds its bytes that came in parts (greeting.go).
-	greeting []byte
+	// greeting holds its bytes that came in parts (greeting.go). The
+	// three flags sit together so that the struct fits 128 bytes.
 	awaiting bool
+	greeting []byte
 	// header holds the first bytes of a frame header, at their size, while
 	// a server waits for the rest in the idle poller (ReadHeaderRest); the
 	// next NextBuffer gives them back in front of the bytes that follow.

@@ -12,7 +12,8 @@ const unlimitedStreams = math.MaxUint32
 // queueInitialSettingsLocked queues our SETTINGS and, when our connection
 // window is above the default, the WINDOW_UPDATE that opens it.
 func (c *Conn) queueInitialSettingsLocked() {
-	s := c.localSettings[:0]
+	r := c.rareLocked()
+	s := r.localSettings[:0]
 	if c.role == RoleClient {
 		s = append(s, h2frame.Setting{ID: h2frame.SettingEnablePush, Val: 0})
 	} else if c.cfg.MaxConcurrentStreams != unlimitedStreams {
@@ -30,7 +31,7 @@ func (c *Conn) queueInitialSettingsLocked() {
 		s = append(s, h2frame.Setting{ID: h2frame.SettingHeaderTableSize, Val: c.cfg.HeaderTableSize})
 	}
 	s = append(s, h2frame.Setting{ID: h2frame.SettingMaxHeaderListSize, Val: c.cfg.MaxHeaderListSize})
-	c.localSettings = s
+	r.localSettings = s
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlSettings}, false)
 	if inc := c.connWindow - h2frame.DefaultInitialWindow; inc > 0 {
 		c.queueCtrlLocked(ctrlFrame{kind: ctrlWindowUpdate, id: 0, val: inc}, false)
@@ -180,23 +181,24 @@ func (c *Conn) growWindowsLocked(w uint32) {
 
 // queueSettingLocked sends one of our settings in a SETTINGS frame: in the
 // one already queued and not yet written, if there is one (the writer sends
-// c.localSettings when it gets to it, so a second frame queued meanwhile
+// c.rare.localSettings when it gets to it, so a second frame queued meanwhile
 // would repeat the same list and the first change would be lost), else in
 // a new one.
 func (c *Conn) queueSettingLocked(id h2frame.SettingID, val uint32) {
+	r := c.rareLocked()
 	for _, f := range c.ctrl {
 		if f.kind == ctrlSettings {
-			for i := range c.localSettings {
-				if c.localSettings[i].ID == id {
-					c.localSettings[i].Val = val
+			for i := range r.localSettings {
+				if r.localSettings[i].ID == id {
+					r.localSettings[i].Val = val
 					return
 				}
 			}
-			c.localSettings = append(c.localSettings, h2frame.Setting{ID: id, Val: val})
+			r.localSettings = append(r.localSettings, h2frame.Setting{ID: id, Val: val})
 			return
 		}
 	}
-	c.localSettings = append(c.localSettings[:0], h2frame.Setting{ID: id, Val: val})
+	r.localSettings = append(r.localSettings[:0], h2frame.Setting{ID: id, Val: val})
 	c.queueCtrlLocked(ctrlFrame{kind: ctrlSettings}, false)
 }
 

@@ -355,9 +355,9 @@ func (c *Conn) streamClosedLocked(s *Stream) {
 }
 
 func (c *Conn) wakeSlotLocked() {
-	if c.slotFree != nil {
-		close(c.slotFree)
-		c.slotFree = nil
+	if r := c.rare; r != nil && r.slotFree != nil {
+		close(r.slotFree)
+		r.slotFree = nil
 	}
 }
 
@@ -531,10 +531,11 @@ func (c *Conn) NewStream(ctx context.Context, fields []hpack.HeaderField, opts S
 		if uint32(c.numLocal) < c.peer.maxConcurrentStreams {
 			break
 		}
-		if c.slotFree == nil {
-			c.slotFree = make(chan struct{})
+		r := c.rareLocked()
+		if r.slotFree == nil {
+			r.slotFree = make(chan struct{})
 		}
-		ch := c.slotFree
+		ch := r.slotFree
 		c.handOverToReader() // streams end by frames from the peer
 		c.mu.Unlock()
 		select {

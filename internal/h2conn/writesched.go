@@ -250,7 +250,7 @@ func (c *Conn) encodeCtrlLocked() {
 		f := &c.ctrl[i]
 		switch f.kind {
 		case ctrlSettings:
-			c.fw.WriteSettings(c.localSettings...)
+			c.fw.WriteSettings(c.rare.localSettings...) // queued with them (queueSettingLocked)
 		case ctrlSettingsAck:
 			c.fw.WriteSettingsAck()
 		case ctrlPing:
@@ -262,7 +262,11 @@ func (c *Conn) encodeCtrlLocked() {
 		case ctrlRST:
 			c.fw.WriteRSTStream(f.id, f.code)
 		case ctrlGoAway:
-			c.fw.WriteGoAway(f.id, f.code, []byte(c.goAwayDebug))
+			var debug []byte
+			if c.rare != nil {
+				debug = []byte(c.rare.goAwayDebug)
+			}
+			c.fw.WriteGoAway(f.id, f.code, debug)
 		case ctrl431:
 			c.fw.WriteHeaders(f.id, true, headers431)
 		}

@@ -87,3 +87,7 @@ func (r *Reader) rememberBlock(block []byte, fields []hpack.HeaderField, invalid
 // ForgetHeaderBlocks drops the memory of header blocks seen, for a
 // connection about to go idle.
 func (r *Reader) ForgetHeaderBlocks() { r.replay = nil }
+
+// FitHeaderTable shortens the HPACK decoder's table storage to its entries,
+// for a connection going idle; the entries, which the peer refers to, stay.
+func (r *Reader) FitHeaderTable() { r.dec.FitTable() }

@@ -86,7 +86,16 @@ const maxRetainedSegments = 256
 // NewWriter returns a Writer over dst; it uses vectored writes when dst is a
 // VectorWriter or a *net.TCPConn.
 func NewWriter(dst io.Writer, cfg WriterConfig) *Writer {
-	w := &Writer{dst: dst, pool: cfg.Pool, peerMax: cfg.PeerMaxFrameSize, copyMin: copyThreshold}
+	w := new(Writer)
+	w.Init(dst, cfg)
+	return w
+}
+
+// Init makes w a new Writer over dst, as NewWriter does, in place: a
+// connection keeps its Writer inside its own struct rather than in an
+// allocation of its own. w must not be in use.
+func (w *Writer) Init(dst io.Writer, cfg WriterConfig) {
+	*w = Writer{dst: dst, pool: cfg.Pool, peerMax: cfg.PeerMaxFrameSize, copyMin: copyThreshold}
 	if w.pool == nil {
 		w.pool = bufpool.Default()
 	}
@@ -94,7 +103,6 @@ func NewWriter(dst io.Writer, cfg WriterConfig) *Writer {
 		w.peerMax = MinMaxFrameSize
 	}
 	w.enc = hpack.NewEncoder()
-	return w
 }
 
 // Encoder returns the connection's HPACK encoder.

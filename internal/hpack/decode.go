@@ -43,6 +43,10 @@ func (d *Decoder) ReleaseScratch() {
 	scratchPool.Put(sc)
 }
 
+// FitTable shortens the dynamic table's storage to the entries it holds, for
+// a connection going idle; the entries stay.
+func (d *Decoder) FitTable() { d.table.fit() }
+
 // NewDecoder returns a decoder whose dynamic table may grow to maxTableSize
 // (our SETTINGS_HEADER_TABLE_SIZE; 4096 by default in HTTP/2). A connection
 // starts with 4096, the value the peer assumes until it has our SETTINGS, and

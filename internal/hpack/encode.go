@@ -38,6 +38,10 @@ func (e *Encoder) SetPeerMaxTableSize(n uint32) {
 	e.pendingFinal = size
 }
 
+// FitTable shortens the dynamic table's storage to the entries it holds, for
+// a connection going idle; the entries stay.
+func (e *Encoder) FitTable() { e.table.fit() }
+
 // TableSize returns the current size of the dynamic table (RFC 7541 §4.1)
 // and its current maximum size.
 func (e *Encoder) TableSize() (size, maxSize uint32) { return e.table.size, e.table.maxSize }

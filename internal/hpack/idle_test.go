@@ -128,3 +128,46 @@ func TestTableStringsShared(t *testing.T) {
 		}
 	}
 }
+
+// TestFitTable checks that fitting both tables to their entries (as a
+// connection going idle does) keeps them in step: blocks encoded before
+// and after, with tables short and long enough for name hashes, decode to
+// what was encoded, and a fitted ring holds no spare slot.
+func TestFitTable(t *testing.T) {
+	e := NewEncoder()
+	d := NewDecoder(4096)
+	for round := range 6 {
+		var fields []HeaderField
+		for i := range 3 + 4*round {
+			fields = append(fields, hf(fmt.Sprintf("x-field-%d", i%(2+round)), fmt.Sprintf("value-%d-%d", round, i)))
+		}
+		fields = append(fields, grpcRequest...)
+		blk := e.BeginBlock(nil)
+		for _, f := range fields {
+			blk = e.AppendField(blk, f)
+		}
+		got, err := decodeAll(d, blk, 0)
+		if err != nil || !fieldsEqual(got, fields) {
+			t.Fatalf("round %d: decode: %v", round, err)
+		}
+		e.FitTable()
+		d.FitTable()
+		for _, tb := range []*dynTable{&e.table, &d.table} {
+			if len(tb.ring) != tb.len() {
+				t.Fatalf("round %d: fitted ring of %d slots for %d entries", round, len(tb.ring), tb.len())
+			}
+			if tb.nameHash != nil && len(*tb.nameHash) != len(tb.ring) {
+				t.Fatalf("round %d: %d name hashes for a ring of %d", round, len(*tb.nameHash), len(tb.ring))
+			}
+		}
+		// The same fields again come from the tables.
+		blk = e.BeginBlock(nil)
+		for _, f := range fields {
+			blk = e.AppendField(blk, f)
+		}
+		got, err = decodeAll(d, blk, 0)
+		if err != nil || !fieldsEqual(got, fields) {
+			t.Fatalf("round %d: decode after fitting: %v", round, err)
+		}
+	}
+}

@@ -124,6 +124,37 @@ func (t *dynTable) grow(hashed bool) {
 	t.start = 0
 }
 
+// fit shortens the ring to the entries it holds, keeping them in order, for
+// a connection going idle: the ring grows by half at a time, so a table of
+// six entries (a gRPC client's request fields) sits in a ring of eight, and
+// each spare slot is 32 bytes the idle connection holds for nothing. The
+// next add grows it again, once.
+func (t *dynTable) fit() {
+	n := int(t.n)
+	if n == len(t.ring) {
+		return
+	}
+	var r []entry
+	if n > 0 {
+		r = make([]entry, n)
+	}
+	for i := range r {
+		r[i] = t.ring[t.pos(i)]
+	}
+	if t.nameHash != nil {
+		if n > linearMax {
+			h := make([]uint32, n)
+			for i := range h {
+				h[i] = (*t.nameHash)[t.pos(i)]
+			}
+			*t.nameHash = h
+		} else {
+			t.nameHash = nil
+		}
+	}
+	t.ring, t.start = r, 0
+}
+
 // minRing is the ring's first length: a gRPC server's encoder indexes three
 // response fields, a client's five or six request fields.
 const minRing = 3

@@ -92,28 +92,31 @@ func SecuredTLS(hs, c net.Conn) net.Conn {
 // with exact set, each Read returns bytes of one record header or body
 // only, read from the socket without read-ahead. Reads are serialised by
 // the tls.Conn.
+//
+// Every TLS connection holds one for its life; the small fields sit
+// together so that it fits the 128-byte size class.
 type recordConn struct {
 	net.Conn // the raw conn: addresses, deadlines
 	sock     *Conn
-	exact    bool
+	left     int // bytes of the current record's body not yet read
 
-	hdr  [recordHeaderLen]byte // the current record header, hdrN bytes of it read
-	hdrN int
-	left int // bytes of the current record's body not yet read
+	hdr   [recordHeaderLen]byte // the current record header, hdrN bytes of it read
+	hdrN  uint8
+	exact bool
 
 	// try makes a read at a record boundary that finds the socket empty
 	// return errNoRecord rather than wait; set by TLSConn around its reads.
 	try bool
 
 	// The state of one read, for readOnce.
-	fn       func(fd uintptr) bool
-	p, p0    []byte // the target as readOnce limits it, and as Read gave it
 	peek     [recordHeaderLen]byte
 	boundary bool
-	n        int
-	err      error
 	tryNow   bool
 	nothing  bool // readOnce found the socket empty in a try
+	fn       func(fd uintptr) bool
+	p, p0    []byte // the target as readOnce limits it, and as Read gave it
+	n        int
+	err      error
 }
 
 // errNoRecord is what a try read at a record boundary returns when the
@@ -139,7 +142,7 @@ func (r *recordConn) Read(p []byte) (int, error) {
 	case boundary:
 		// readOnce limits p to the record, once it peeked at its header.
 	case r.left == 0:
-		p = p[:min(len(p), recordHeaderLen-r.hdrN)]
+		p = p[:min(len(p), recordHeaderLen-int(r.hdrN))]
 	default:
 		p = p[:min(len(p), r.left)]
 	}
@@ -160,7 +163,7 @@ func (r *recordConn) account(p []byte) {
 			continue
 		}
 		k := copy(r.hdr[r.hdrN:], p)
-		r.hdrN += k
+		r.hdrN += uint8(k)
 		p = p[k:]
 		if r.hdrN == recordHeaderLen {
 			r.hdrN = 0

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
 )
@@ -410,5 +411,13 @@ func TestTLS12(t *testing.T) {
 	}
 	if string(p) != "backwards" {
 		t.Fatalf("peer read %q", p)
+	}
+}
+
+// A TLS connection holds its recordConn for its life: it stays within the
+// 128-byte size class.
+func TestRecordConnSize(t *testing.T) {
+	if n := unsafe.Sizeof(recordConn{}); n > 128 {
+		t.Fatalf("recordConn is %d bytes, want at most 128", n)
 	}
 }
