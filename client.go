@@ -225,7 +225,7 @@ func newClient(target, scheme string, opts []DialOption) (*ClientConn, error) {
 	}
 	cc.idle = true
 	cc.state = connectivity.Idle
-	cc.publishPickerLocked(&pickerGen{idle: true})
+	cc.publishPickerLocked(idlePickers)
 	if s := parsed.URL.Scheme; (s == "unix" || s == "unix-abstract") && builder == resolver.Get(s) {
 		cc.unixScheme = true
 	}
@@ -304,7 +304,7 @@ func (cc *ClientConn) Close() error {
 	}
 	cc.closed = true
 	cc.isClosed.Store(true)
-	cc.publishPickerLocked(&pickerGen{closed: true})
+	cc.publishPickerLocked(closedPickers)
 	cc.setStateLocked(connectivity.Shutdown)
 	cc.markResolvedLocked() // wakes the calls waiting for it: they see closed
 	if cc.idleTimer != nil {

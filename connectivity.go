@@ -198,7 +198,7 @@ func (cc *ClientConn) enterIdleLocked() {
 	rc, bw := cc.res, cc.bw
 	cc.res, cc.bw = nil, nil
 	cc.resolverConfig = false
-	cc.publishPickerLocked(&pickerGen{idle: true})
+	cc.publishPickerLocked(idlePickers)
 	cc.setStateLocked(connectivity.Idle)
 	cc.mu.Unlock()
 	rc.close()
