@@ -126,6 +126,10 @@ type ClientConn struct {
 	aliasBytes bool
 	// https says the calls' :scheme is https (TLS credentials).
 	https bool
+	// idleIdx is the position of the ClientConn's idle check in the
+	// process-wide heap, plus one; 0 when not there (idlecheck.go).
+	// Guarded by idleChecks.mu.
+	idleIdx int32
 
 	mu     sync.Mutex // guards the fields below
 	closed bool
@@ -134,8 +138,12 @@ type ClientConn struct {
 	// resolverConfig is set once the resolver gave a valid service
 	// config: a later invalid one keeps the config in force.
 	resolverConfig bool
-	res            *resolverConn
-	bw             *balancerWrapper // nil until the resolver's first report
+	// idleChecking is set while the ClientConn is out of IDLE and
+	// WithIdleTimeout is on: an idle check, scheduled every idle timeout,
+	// looks for calls (idlecheck.go).
+	idleChecking bool
+	res          *resolverConn
+	bw           *balancerWrapper // nil until the resolver's first report
 	// state is the connectivity state: the balancer's, or IDLE, or
 	// SHUTDOWN; stateCh, made by a WaitForStateChange, closes when it
 	// changes.
@@ -143,8 +151,8 @@ type ClientConn struct {
 	stateCh    chan struct{}
 	resolvedCh chan struct{}
 	old        []*h2conn.Conn // connections that finish their calls and close
-	// idleTimer, running while the ClientConn is out of IDLE and
-	// WithIdleTimeout is on, looks for calls every idle timeout.
+	// idleTimer schedules the idle checks of a ClientConn that left IDLE
+	// inside a testing/synctest bubble; nil otherwise (idlecheck.go).
 	idleTimer *time.Timer
 }
 
@@ -307,10 +315,7 @@ func (cc *ClientConn) Close() error {
 	cc.publishPickerLocked(closedPickers)
 	cc.setStateLocked(connectivity.Shutdown)
 	cc.markResolvedLocked() // wakes the calls waiting for it: they see closed
-	if cc.idleTimer != nil {
-		cc.idleTimer.Stop()
-		cc.idleTimer = nil
-	}
+	cc.cancelIdleCheckLocked()
 	rc, bw := cc.res, cc.bw
 	cc.res, cc.bw = nil, nil
 	cc.mu.Unlock()
