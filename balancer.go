@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc/balancer"
@@ -58,10 +59,19 @@ func (cc *ClientConn) newBalancer(name string) (*balancerWrapper, error) {
 		CredsBundle:     cc.opts.bundle,
 		Dialer:          cc.opts.dialer,
 		Authority:       cc.authority,
-		CustomUserAgent: cc.opts.userAgent,
+		CustomUserAgent: cc.customUserAgent(),
 		Target:          cc.parsedTarget(),
 	})
 	return bw, nil
+}
+
+// customUserAgent is WithUserAgent's string, which the ClientConn keeps
+// only as the prefix of its user-agent.
+func (cc *ClientConn) customUserAgent() string {
+	if cc.userAgent == userAgent {
+		return ""
+	}
+	return strings.TrimSuffix(cc.userAgent, " "+userAgent)
 }
 
 func (bw *balancerWrapper) isClosed() bool {

@@ -157,7 +157,7 @@ func (cc *ClientConn) newRequest(ctx context.Context, method string, ci *callInf
 	req := grpcwire.Request{
 		Method:         method,
 		Authority:      cc.authority,
-		Scheme:         cc.scheme,
+		Scheme:         cc.scheme(),
 		ContentSubtype: ci.subtype,
 		UserAgent:      cc.userAgent,
 		Encoding:       ci.compressor,
@@ -263,7 +263,7 @@ func (p *picked) finish(err error) {
 
 // streamConfig is the grpcwire configuration of a call's stream.
 func (cc *ClientConn) streamConfig(ci *callInfo, hold bool) grpcwire.ClientConfig {
-	return grpcwire.ClientConfig{Pool: cc.pool, Codec: ci.codec, MaxRecv: ci.maxRecv, MaxSend: ci.maxSend,
+	return grpcwire.ClientConfig{Pool: cc.h2cfg.Load().Pool, Codec: ci.codec, MaxRecv: ci.maxRecv, MaxSend: ci.maxSend,
 		AliasBytes: cc.aliasBytes,
 		// A unary call shows metadata only through the Header and
 		// Trailer call options.

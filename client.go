@@ -78,14 +78,13 @@ type ClientConn struct {
 	defScheme string
 	builder   resolver.Builder
 	authority string
-	scheme    string // :scheme, "https" under TLS credentials
-	opts      dialOptions
+	opts      channelOptions
 	unaryInt  grpc.UnaryClientInterceptor
 	streamInt grpc.StreamClientInterceptor
-	pool      *bufpool.Pool
 	// h2cfg is the configuration of new connections, shared by the
 	// ClientConns of one configuration and read-only; a GOAWAY
-	// too_many_pings replaces it with one that pings half as often.
+	// too_many_pings replaces it with one that pings half as often. Its
+	// Pool is the channel's buffer pool.
 	h2cfg     atomic.Pointer[h2conn.Config]
 	userAgent string
 	// acceptEncoding is the grpc-accept-encoding of the calls: the
@@ -96,6 +95,28 @@ type ClientConn struct {
 	// connEnds reports each connection's ConnEnd once (stats_client.go);
 	// with a stats handler only, guarded by mu.
 	connEnds map[*h2conn.Conn]*connEnd
+
+	// pickers is the picker calls consult (picker.go); never nil after
+	// NewClient.
+	pickers atomic.Pointer[pickerGen]
+	// sc is the service config in force, nil when there is none: then a
+	// call costs nothing more than this load. defaultSC is
+	// WithDefaultServiceConfig's, parsed for this ClientConn (its retry
+	// throttle is the channel's own).
+	sc        atomic.Pointer[serviceConfig]
+	defaultSC *serviceConfig
+	// ser runs the calls into the balancer one at a time (serializer.go).
+	ser serializer
+
+	// waitingPicks counts the calls waiting for a picker: they keep the
+	// ClientConn out of IDLE.
+	waitingPicks atomic.Int32
+	// isClosed is closed, readable without mu.
+	isClosed atomic.Bool
+	// resolved is set by the resolver's first report: until then a call
+	// waits on resolvedCh (made on demand), since its method config is
+	// unknown.
+	resolved atomic.Bool
 	// unixScheme marks grpc-go's unix and unix-abstract resolvers, whose
 	// addresses are socket paths. grpc-go marks such addresses with an
 	// attribute under an internal key; leangrpc knows them by the
@@ -103,45 +124,35 @@ type ClientConn struct {
 	unixScheme bool
 	// aliasBytes is WithAliasBytes, or its default (aliasBytes).
 	aliasBytes bool
-
-	// isClosed is closed, readable without mu.
-	isClosed atomic.Bool
-	// pickers is the picker calls consult (picker.go); never nil after
-	// NewClient. waitingPicks counts the calls waiting for a picker: they
-	// keep the ClientConn out of IDLE.
-	pickers      atomic.Pointer[pickerGen]
-	waitingPicks atomic.Int32
-	// sc is the service config in force, nil when there is none: then a
-	// call costs nothing more than this load. defaultSC is
-	// WithDefaultServiceConfig's, parsed for this ClientConn (its retry
-	// throttle is the channel's own).
-	sc        atomic.Pointer[serviceConfig]
-	defaultSC *serviceConfig
-	// resolved is set by the resolver's first report: until then a call
-	// waits on resolvedCh (made on demand), since its method config is
-	// unknown.
-	resolved atomic.Bool
-	// ser runs the calls into the balancer one at a time (serializer.go).
-	ser serializer
+	// https says the calls' :scheme is https (TLS credentials).
+	https bool
+	// idleIdx is the position of the ClientConn's idle check in the
+	// process-wide heap, plus one; 0 when not there (idlecheck.go).
+	// Guarded by idleChecks.mu.
+	idleIdx int32
 
 	mu     sync.Mutex // guards the fields below
 	closed bool
 	// idle: no resolver and no balancer exist; res and bw are nil.
 	idle bool
-	res  *resolverConn
-	bw   *balancerWrapper // nil until the resolver's first report
+	// resolverConfig is set once the resolver gave a valid service
+	// config: a later invalid one keeps the config in force.
+	resolverConfig bool
+	// idleChecking is set while the ClientConn is out of IDLE and
+	// WithIdleTimeout is on: an idle check, scheduled every idle timeout,
+	// looks for calls (idlecheck.go).
+	idleChecking bool
+	res          *resolverConn
+	bw           *balancerWrapper // nil until the resolver's first report
 	// state is the connectivity state: the balancer's, or IDLE, or
 	// SHUTDOWN; stateCh, made by a WaitForStateChange, closes when it
 	// changes.
 	state      connectivity.State
 	stateCh    chan struct{}
 	resolvedCh chan struct{}
-	// resolverConfig is set once the resolver gave a valid service
-	// config: a later invalid one keeps the config in force.
-	resolverConfig bool
-	old            []*h2conn.Conn // connections that finish their calls and close
-	// idleTimer, running while the ClientConn is out of IDLE and
-	// WithIdleTimeout is on, looks for calls every idle timeout.
+	old        []*h2conn.Conn // connections that finish their calls and close
+	// idleTimer schedules the idle checks of a ClientConn that left IDLE
+	// inside a testing/synctest bubble; nil otherwise (idlecheck.go).
 	idleTimer *time.Timer
 }
 
@@ -171,48 +182,49 @@ func NewClient(target string, opts ...DialOption) (*ClientConn, error) {
 // newClient is NewClient, reading a target without a known scheme with
 // scheme when it is not "" (Dial's "passthrough").
 func newClient(target, scheme string, opts []DialOption) (*ClientConn, error) {
-	cc := &ClientConn{target: target}
-	cc.opts.backoff = defaultBackoff
-	cc.opts.maxFrameSize = defaultClientMaxFrameSize
-	cc.opts.idleTimeout = defaultIdleTimeout
-	cc.opts.maxCallAttempts = defaultMaxCallAttempts
-	for _, o := range opts {
-		o.applyDial(&cc.opts)
+	o := dialOptions{
+		backoff:         defaultBackoff,
+		maxFrameSize:    defaultClientMaxFrameSize,
+		idleTimeout:     defaultIdleTimeout,
+		maxCallAttempts: defaultMaxCallAttempts,
+	}
+	for _, opt := range opts {
+		opt.applyDial(&o)
 	}
 	var bundlePerRPC credentials.PerRPCCredentials
-	if b := cc.opts.bundle; b != nil {
-		if cc.opts.creds != nil {
+	if b := o.bundle; b != nil {
+		if o.creds != nil {
 			return nil, errors.New("grpc: credentials.Bundle may not be used with individual TransportCredentials")
 		}
-		if cc.opts.creds = b.TransportCredentials(); cc.opts.creds == nil {
+		if o.creds = b.TransportCredentials(); o.creds == nil {
 			return nil, errors.New("grpc: credentials.Bundle must return non-nil transport credentials")
 		}
 		bundlePerRPC = b.PerRPCCredentials()
 	}
-	if cc.opts.creds == nil {
+	if o.creds == nil {
 		// grpc-go refuses a client without credentials; leangrpc speaks
 		// plaintext then, which is what every caller so far wants.
-		cc.opts.creds = insecure.NewCredentials()
+		o.creds = insecure.NewCredentials()
 	}
-	for _, c := range cc.opts.perRPC {
-		if c.RequireTransportSecurity() && cc.opts.creds.Info().SecurityProtocol == "insecure" {
+	for _, c := range o.perRPC {
+		if c.RequireTransportSecurity() && o.creds.Info().SecurityProtocol == "insecure" {
 			return nil, errors.New("grpc: the credentials require transport level security (use grpc.WithTransportCredentials() to set)")
 		}
 	}
 	if bundlePerRPC != nil {
 		// After the check above, as in grpc-go, which adds a bundle's
 		// per-RPC credentials to the connection's in its transport.
-		cc.opts.perRPC = append(cc.opts.perRPC[:len(cc.opts.perRPC):len(cc.opts.perRPC)], bundlePerRPC)
+		o.perRPC = append(o.perRPC[:len(o.perRPC):len(o.perRPC)], bundlePerRPC)
 	}
-	parsed, builder, defScheme, err := parseTarget(target, scheme, cc.opts.resolvers)
+	parsed, builder, defScheme, err := parseTarget(target, scheme, o.resolvers)
 	if err != nil {
 		return nil, err
 	}
-	cc.defScheme, cc.builder = defScheme, builder
+	cc := &ClientConn{target: target, defScheme: defScheme, builder: builder, opts: o.forChannel()}
 	// After the target and the credentials, before the authority, as
 	// grpc-go checks them.
-	if js := cc.opts.defaultServiceConfig; js != nil {
-		sc, err := parseServiceConfig(*js, cc.opts.maxCallAttempts)
+	if js := o.defaultServiceConfig; js != nil {
+		sc, err := parseServiceConfig(*js, o.maxCallAttempts)
 		if err != nil {
 			return nil, fmt.Errorf("grpc: the provided default service config is invalid: %v", err)
 		}
@@ -221,7 +233,7 @@ func newClient(target, scheme string, opts []DialOption) (*ClientConn, error) {
 	}
 	cc.idle = true
 	cc.state = connectivity.Idle
-	cc.publishPickerLocked(&pickerGen{idle: true})
+	cc.publishPickerLocked(idlePickers)
 	if s := parsed.URL.Scheme; (s == "unix" || s == "unix-abstract") && builder == resolver.Get(s) {
 		cc.unixScheme = true
 	}
@@ -229,48 +241,53 @@ func newClient(target, scheme string, opts []DialOption) (*ClientConn, error) {
 	// Credentials that name the server (TLS with a ServerName) and an
 	// authority option that names another would verify one name and
 	// send the other; grpc-go refuses the pair, in these words.
-	if sn := cc.opts.creds.Info().ServerName; sn != "" && cc.opts.authority != "" && sn != cc.opts.authority {
-		return nil, fmt.Errorf("ClientConn's authority from transport creds %q and dial option %q don't match", sn, cc.opts.authority)
+	if sn := o.creds.Info().ServerName; sn != "" && o.authority != "" && sn != o.authority {
+		return nil, fmt.Errorf("ClientConn's authority from transport creds %q and dial option %q don't match", sn, o.authority)
 	}
-	if cc.opts.authority != "" {
-		cc.authority = cc.opts.authority
-	} else if sn := cc.opts.creds.Info().ServerName; sn != "" {
+	if o.authority != "" {
+		cc.authority = o.authority
+	} else if sn := o.creds.Info().ServerName; sn != "" {
 		cc.authority = sn
 	}
 	// Only TLS makes the scheme https, as in grpc-go: local credentials
 	// over loopback TCP protect nothing, and over a Unix socket what
 	// they vouch for is the channel, not an HTTPS origin.
-	cc.scheme = "http"
-	if cc.opts.creds.Info().SecurityProtocol == "tls" {
-		cc.scheme = "https"
-	}
+	cc.https = o.creds.Info().SecurityProtocol == "tls"
 	cc.userAgent = userAgent
 	cc.acceptEncoding = grpcwire.RegisteredCompressors()
-	if cc.opts.userAgent != "" {
-		cc.userAgent = cc.opts.userAgent + " " + userAgent
+	if o.userAgent != "" {
+		cc.userAgent = o.userAgent + " " + userAgent
 	}
-	cc.unaryInt = chainUnaryClient(cc.opts.unaryInts)
-	cc.streamInt = chainStreamClient(cc.opts.streamInts)
-	cc.stats = combineStats(cc.opts.statsHandlers)
-	cc.aliasBytes = aliasBytes(cc.opts.aliasBytes)
-	cc.pool = bufpool.Default()
-	if cc.opts.bufferPool != nil {
-		cc.pool = bufpool.New(cc.opts.bufferPool)
+	cc.unaryInt = chainUnaryClient(o.unaryInts)
+	cc.streamInt = chainStreamClient(o.streamInts)
+	cc.stats = combineStats(o.statsHandlers)
+	cc.aliasBytes = aliasBytes(o.aliasBytes)
+	pool := bufpool.Default()
+	if o.bufferPool != nil {
+		pool = bufpool.New(o.bufferPool)
 	}
 	cc.h2cfg.Store(h2conn.SharedConfig(h2conn.Config{
-		InitialStreamWindow:          windowSize(cc.opts.initialWindow),
-		MaxFrameSize:                 cc.opts.maxFrameSize,
-		InitialConnWindow:            windowSize(cc.opts.initialConnWindow),
-		DisableBDP:                   cc.opts.staticWindows,
-		MaxHeaderListSize:            cc.opts.maxHeaderListSize,
-		Pool:                         cc.pool,
-		PooledReads:                  pooledReads(cc.opts.readBufferPooling),
-		RecvLowWater:                 recvLowWater(cc.opts.recvLowWater),
-		KeepaliveTime:                cc.opts.kp.Time,
-		KeepaliveTimeout:             cc.opts.kp.Timeout,
-		KeepalivePermitWithoutStream: cc.opts.kp.PermitWithoutStream,
+		InitialStreamWindow:          windowSize(o.initialWindow),
+		MaxFrameSize:                 o.maxFrameSize,
+		InitialConnWindow:            windowSize(o.initialConnWindow),
+		DisableBDP:                   o.staticWindows,
+		MaxHeaderListSize:            o.maxHeaderListSize,
+		Pool:                         pool,
+		PooledReads:                  pooledReads(o.readBufferPooling),
+		RecvLowWater:                 recvLowWater(o.recvLowWater),
+		KeepaliveTime:                o.kp.Time,
+		KeepaliveTimeout:             o.kp.Timeout,
+		KeepalivePermitWithoutStream: o.kp.PermitWithoutStream,
 	}))
 	return cc, nil
+}
+
+// scheme is the calls' :scheme.
+func (cc *ClientConn) scheme() string {
+	if cc.https {
+		return "https"
+	}
+	return "http"
 }
 
 // Target returns the target the ClientConn was created with.
@@ -295,13 +312,10 @@ func (cc *ClientConn) Close() error {
 	}
 	cc.closed = true
 	cc.isClosed.Store(true)
-	cc.publishPickerLocked(&pickerGen{closed: true})
+	cc.publishPickerLocked(closedPickers)
 	cc.setStateLocked(connectivity.Shutdown)
 	cc.markResolvedLocked() // wakes the calls waiting for it: they see closed
-	if cc.idleTimer != nil {
-		cc.idleTimer.Stop()
-		cc.idleTimer = nil
-	}
+	cc.cancelIdleCheckLocked()
 	rc, bw := cc.res, cc.bw
 	cc.res, cc.bw = nil, nil
 	cc.mu.Unlock()

@@ -46,7 +46,7 @@ func (cc *ClientConn) connectAddr(parent context.Context, a resolver.Address) (*
 	// The handshake names the server as grpc-go's does: WithAuthority,
 	// else the address's ServerName, else the channel's authority.
 	serverName := cc.authority
-	if cc.opts.authority == "" && a.ServerName != "" {
+	if !cc.opts.authoritySet && a.ServerName != "" {
 		serverName = a.ServerName
 	}
 	var auth credentials.AuthInfo
@@ -115,7 +115,7 @@ func dialNetwork(addr string) (network, address string) {
 func (cc *ClientConn) pingedTooOften() {
 	for {
 		cur := cc.h2cfg.Load()
-		t := 2 * cc.opts.kp.Time
+		t := 2 * cc.opts.keepaliveTime
 		if t <= cur.KeepaliveTime {
 			return
 		}

@@ -2,7 +2,6 @@ package leangrpc
 
 import (
 	"context"
-	"time"
 
 	"github.com/leangrpc/leangrpc/internal/h2conn"
 	"google.golang.org/grpc/balancer"
@@ -120,8 +119,8 @@ func (cc *ClientConn) exitIdle() {
 	cc.res = rc
 	cc.setStateLocked(connectivity.Connecting)
 	cc.publishPickerLocked(&pickerGen{})
-	if d := cc.opts.idleTimeout; d > 0 && cc.idleTimer == nil {
-		cc.idleTimer = time.AfterFunc(d, cc.checkIdle)
+	if d := cc.opts.idleTimeout; d > 0 && !cc.idleChecking {
+		cc.scheduleIdleCheckLocked(d)
 	}
 	cc.mu.Unlock()
 	if err := cc.startResolver(rc); err != nil {
@@ -140,14 +139,14 @@ func (cc *ClientConn) keepDraining(c *h2conn.Conn) {
 	cc.mu.Unlock()
 }
 
-// checkIdle is the idle timer's: it runs every idle timeout while the
+// checkIdle is the idle check: it runs every idle timeout while the
 // ClientConn is out of IDLE and enters IDLE when nothing happened since
 // the last run. A call shows up as a stream open on a connection or as a
 // new stream id; a SubConn connecting, or a call waiting for a picker,
 // keeps the ClientConn busy too.
 func (cc *ClientConn) checkIdle() {
 	cc.mu.Lock()
-	if cc.closed || cc.idle || cc.idleTimer == nil {
+	if cc.closed || cc.idle || !cc.idleChecking {
 		cc.mu.Unlock()
 		return
 	}
@@ -182,7 +181,7 @@ func (cc *ClientConn) checkIdle() {
 		}
 	}
 	if busy {
-		cc.idleTimer.Reset(cc.opts.idleTimeout)
+		cc.scheduleIdleCheckLocked(cc.opts.idleTimeout)
 		cc.mu.Unlock()
 		return
 	}
@@ -193,12 +192,12 @@ func (cc *ClientConn) checkIdle() {
 // connection; the next call or Connect builds them anew, as grpc-go does
 // when it leaves idle mode. mu must be held; it is released.
 func (cc *ClientConn) enterIdleLocked() {
-	cc.idleTimer = nil
+	cc.cancelIdleCheckLocked()
 	cc.idle = true
 	rc, bw := cc.res, cc.bw
 	cc.res, cc.bw = nil, nil
 	cc.resolverConfig = false
-	cc.publishPickerLocked(&pickerGen{idle: true})
+	cc.publishPickerLocked(idlePickers)
 	cc.setStateLocked(connectivity.Idle)
 	cc.mu.Unlock()
 	rc.close()

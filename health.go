@@ -59,7 +59,7 @@ func (sc *subConn) RegisterHealthListener(listener func(balancer.SubConnState)) 
 	}
 	h := &healthReg{}
 	sc.health = h
-	service, on := sc.cc.healthService()
+	service, on := sc.cc().healthService()
 	var ctx context.Context
 	if on {
 		ctx, h.cancel = context.WithCancel(context.Background())
@@ -69,7 +69,7 @@ func (sc *subConn) RegisterHealthListener(listener func(balancer.SubConnState)) 
 	// The balancer may hold its lock while it registers, and listeners
 	// take it: reports never run on the registering goroutine.
 	report := func(st balancer.SubConnState) {
-		sc.cc.ser.enqueue(func() {
+		sc.cc().ser.enqueue(func() {
 			sc.mu.Lock()
 			current := sc.health == h
 			sc.mu.Unlock()
@@ -77,7 +77,7 @@ func (sc *subConn) RegisterHealthListener(listener func(balancer.SubConnState)) 
 				listener(st)
 			}
 		})
-		sc.cc.ser.drainAsync()
+		sc.cc().ser.drainAsync()
 	}
 	if !on {
 		report(balancer.SubConnState{ConnectivityState: connectivity.Ready})
@@ -95,7 +95,7 @@ func (sc *subConn) watchHealth(ctx context.Context, service string, report func(
 	failures := 0
 	for ctx.Err() == nil {
 		if failures > 0 {
-			t := time.NewTimer(sc.cc.opts.backoff.delay(failures - 1))
+			t := time.NewTimer(sc.cc().opts.backoff.delay(failures - 1))
 			select {
 			case <-ctx.Done():
 				t.Stop()

@@ -2,6 +2,7 @@ package leangrpc
 
 import (
 	"context"
+	"math"
 	"net"
 	"net/http"
 	"time"
@@ -414,6 +415,59 @@ type dialOptions struct {
 	// unless one of their options was given, so that a ClientConn made
 	// by NewClient carries one pointer for them.
 	dial *dialWait
+}
+
+// channelOptions are what a ClientConn consults of its dial options after
+// NewClient. The rest of dialOptions (interceptors, windows, pools, the
+// resolvers, the default service config) is spent building the ClientConn
+// and its connections' configuration, and every idle channel would carry
+// it for nothing.
+type channelOptions struct {
+	creds    credentials.TransportCredentials
+	bundle   credentials.Bundle
+	dialer   func(context.Context, string) (net.Conn, error)
+	callOpts []grpc.CallOption
+	perRPC   []credentials.PerRPCCredentials
+	// backoff is &defaultBackoff unless an option changed it, so that
+	// channels with the default share it.
+	backoff     *backoffConfig
+	idleTimeout time.Duration // WithIdleTimeout; 0 disables
+	// keepaliveTime is WithKeepaliveParams' Time as given, which a GOAWAY
+	// too_many_pings doubles (pingedTooOften).
+	keepaliveTime   time.Duration
+	dial            *dialWait // as in dialOptions
+	maxCallAttempts int32
+	// authoritySet says WithAuthority named the authority: it then wins
+	// over an address's ServerName.
+	authoritySet         bool
+	disableServiceConfig bool
+	disableRetry         bool
+	disableHealthCheck   bool
+}
+
+// forChannel returns what a ClientConn keeps of o.
+func (o *dialOptions) forChannel() channelOptions {
+	backoff := &defaultBackoff
+	if o.backoff != defaultBackoff {
+		b := o.backoff
+		backoff = &b
+	}
+	return channelOptions{
+		creds:                o.creds,
+		bundle:               o.bundle,
+		dialer:               o.dialer,
+		callOpts:             o.callOpts,
+		perRPC:               o.perRPC,
+		backoff:              backoff,
+		idleTimeout:          o.idleTimeout,
+		keepaliveTime:        o.kp.Time,
+		dial:                 o.dial,
+		maxCallAttempts:      int32(min(o.maxCallAttempts, math.MaxInt32)),
+		authoritySet:         o.authority != "",
+		disableServiceConfig: o.disableServiceConfig,
+		disableRetry:         o.disableRetry,
+		disableHealthCheck:   o.disableHealthCheck,
+	}
 }
 
 // WithPerRPCCredentials adds credentials whose metadata goes with every

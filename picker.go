@@ -11,20 +11,31 @@ import (
 )
 
 // Every call asks the balancer's current picker for a SubConn, as grpc-go's
-// calls do. The picker is published in an atomic pointer with a channel
-// that closes when it is replaced, so a call reads one pointer and makes
-// one interface call when a connection is ready, and waits on the channel
-// otherwise. The channel is the only thing made per picker update.
+// calls do. The picker is published in an atomic pointer, so a call reads
+// one pointer and makes one interface call when a connection is ready. A
+// call that must wait for the next picker makes the current one's
+// replaced channel, which closes when the next is published: an idle
+// channel, whose calls never waited or waited for a picker long replaced,
+// holds no channel.
 
 // pickerGen is one picker the balancer published, or a state without one.
 type pickerGen struct {
 	picker balancer.Picker // nil: calls wait for the next
-	// replaced is closed when the next pickerGen is published.
+	// replaced, made by the first call that waits for the next
+	// pickerGen, is closed when the next is published; guarded by the
+	// ClientConn's mu.
 	replaced chan struct{}
 	// idle marks the ClientConn in IDLE (no resolver, no balancer): the
 	// first call leaves it. closed marks the ClientConn closed.
 	idle, closed bool
 }
+
+// idlePickers and closedPickers are the pickerGens of an idle and of a
+// closed ClientConn, shared: no call waits for their replacement.
+var (
+	idlePickers   = &pickerGen{idle: true}
+	closedPickers = &pickerGen{closed: true}
+)
 
 // picked is the outcome of a pick: the ready connection and what the
 // balancer wants to hear when the call ends.
@@ -42,7 +53,7 @@ type picked struct {
 // the call with Unavailable unless it waits for ready, in which case it
 // waits for the next picker. ctx ending ends the wait.
 func (cc *ClientConn) pick(ctx context.Context, method string, waitForReady bool) (picked, error) {
-	var seen chan struct{} // the replaced channel of a picker already asked
+	var seen *pickerGen // a picker already asked
 	var lastErr error
 	blocked := false
 	for {
@@ -54,14 +65,14 @@ func (cc *ClientConn) pick(ctx context.Context, method string, waitForReady bool
 			cc.exitIdle()
 			continue
 		}
-		if g.picker == nil || g.replaced == seen {
+		if g.picker == nil || g == seen {
 			blocked = true
-			if err := cc.waitPicker(ctx, g.replaced, lastErr); err != nil {
+			if err := cc.waitPicker(ctx, g, lastErr); err != nil {
 				return picked{}, err
 			}
 			continue
 		}
-		seen = g.replaced
+		seen = g
 		res, err := g.picker.Pick(balancer.PickInfo{FullMethodName: method, Ctx: ctx})
 		if err != nil {
 			if err == balancer.ErrNoSubConnAvailable {
@@ -94,9 +105,19 @@ func (cc *ClientConn) pick(ctx context.Context, method string, waitForReady bool
 	}
 }
 
-// waitPicker waits for the picker after the one whose replaced channel
-// is ch, counting the call as one that keeps the ClientConn out of IDLE.
-func (cc *ClientConn) waitPicker(ctx context.Context, ch chan struct{}, lastErr error) error {
+// waitPicker waits for the pickerGen after g, counting the call as one
+// that keeps the ClientConn out of IDLE.
+func (cc *ClientConn) waitPicker(ctx context.Context, g *pickerGen, lastErr error) error {
+	cc.mu.Lock()
+	if cc.pickers.Load() != g {
+		cc.mu.Unlock()
+		return nil
+	}
+	if g.replaced == nil {
+		g.replaced = make(chan struct{})
+	}
+	ch := g.replaced
+	cc.mu.Unlock()
 	cc.waitingPicks.Add(1)
 	defer cc.waitingPicks.Add(-1)
 	select {
@@ -127,12 +148,12 @@ func restrictPickStatus(err error) error {
 	return err
 }
 
-// publishPicker makes p the picker of the calls and wakes the calls that
-// wait for one; mu must be held.
+// publishPickerLocked makes g the picker of the calls and wakes the calls
+// that wait for one; mu must be held.
 func (cc *ClientConn) publishPickerLocked(g *pickerGen) {
-	g.replaced = make(chan struct{})
 	old := cc.pickers.Swap(g)
-	if old != nil {
+	if old != nil && old.replaced != nil {
 		close(old.replaced)
+		old.replaced = nil
 	}
 }

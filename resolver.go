@@ -65,7 +65,7 @@ func (rc *resolverConn) NewAddress(addrs []resolver.Address) {
 // ParseServiceConfig parses a service config a resolver found (the dns
 // resolver's TXT records, for one).
 func (rc *resolverConn) ParseServiceConfig(js string) *serviceconfig.ParseResult {
-	sc, err := parseServiceConfig(js, rc.cc.opts.maxCallAttempts)
+	sc, err := parseServiceConfig(js, int(rc.cc.opts.maxCallAttempts))
 	if err != nil {
 		return &serviceconfig.ParseResult{Err: err}
 	}

@@ -44,6 +44,6 @@ func (cc *ClientConn) ownConfig(c serviceconfig.Config) (sc *serviceConfig, ok b
 	if !ok {
 		return nil, false, nil
 	}
-	sc, err = parseServiceConfig(js, cc.opts.maxCallAttempts)
+	sc, err = parseServiceConfig(js, int(cc.opts.maxCallAttempts))
 	return sc, true, err
 }

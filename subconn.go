@@ -34,8 +34,7 @@ type subConn struct {
 	// every method it has today is implemented below.
 	balancer.SubConn
 
-	cc       *ClientConn
-	bw       *balancerWrapper // the balancer that made it
+	bw       *balancerWrapper // the balancer that made it; bw.cc is its ClientConn
 	listener func(balancer.SubConnState)
 
 	// ready is the connection calls use, readable without mu; it is set
@@ -46,13 +45,15 @@ type subConn struct {
 	addrs []resolver.Address
 	state connectivity.State
 	conn  *h2conn.Conn
-	addr  resolver.Address // conn's
+	// addr is conn's address, an element of the addrs slice the dial
+	// was given: addrs is replaced, never changed in place.
+	addr *resolver.Address
 	// dialCancel stops the dial in progress; backoff is the timer that
 	// ends TRANSIENT_FAILURE; retries counts the failed rounds since the
 	// last connection.
 	dialCancel context.CancelFunc
 	backoff    *time.Timer
-	retries    int
+	retries    int32
 	// notified is the state the balancer was last told, as the health
 	// listener's registration checks it.
 	notified  connectivity.State
@@ -74,7 +75,6 @@ type producerRef struct {
 
 func newSubConn(bw *balancerWrapper, addrs []resolver.Address, opts balancer.NewSubConnOptions) *subConn {
 	sc := &subConn{
-		cc:       bw.cc,
 		bw:       bw,
 		listener: opts.StateListener,
 		addrs:    slices.Clone(addrs),
@@ -88,6 +88,9 @@ func newSubConn(bw *balancerWrapper, addrs []resolver.Address, opts balancer.New
 	}
 	return sc
 }
+
+// cc is the ClientConn the SubConn belongs to.
+func (sc *subConn) cc() *ClientConn { return sc.bw.cc }
 
 func (sc *subConn) String() string {
 	sc.mu.Lock()
@@ -105,7 +108,7 @@ func (sc *subConn) setStateLocked(s connectivity.State, err error) {
 	}
 	sc.state = s
 	st := balancer.SubConnState{ConnectivityState: s, ConnectionError: err}
-	sc.cc.ser.enqueue(func() { sc.notify(st) })
+	sc.cc().ser.enqueue(func() { sc.notify(st) })
 }
 
 // notify tells the balancer of a state change, unless the balancer has
@@ -133,7 +136,7 @@ func (sc *subConn) Connect() {
 		sc.startDialLocked()
 	}
 	sc.mu.Unlock()
-	sc.cc.ser.drainAsync()
+	sc.cc().ser.drainAsync()
 }
 
 // startDialLocked starts a dial goroutine over the addresses; mu must be
@@ -151,11 +154,11 @@ func (sc *subConn) startDialLocked() {
 func (sc *subConn) dial(ctx context.Context, addrs []resolver.Address) {
 	var conn *h2conn.Conn
 	var p *peer.Peer
-	var addr resolver.Address
+	var addr *resolver.Address
 	var err error
-	for _, a := range addrs {
-		if conn, p, err = sc.cc.connectAddr(ctx, a); err == nil {
-			addr = a
+	for i := range addrs {
+		if conn, p, err = sc.cc().connectAddr(ctx, addrs[i]); err == nil {
+			addr = &addrs[i]
 			break
 		}
 		if ctx.Err() != nil {
@@ -163,7 +166,7 @@ func (sc *subConn) dial(ctx context.Context, addrs []resolver.Address) {
 		}
 	}
 	if err != nil && ctx.Err() == nil {
-		sc.cc.resolveNow()
+		sc.cc().resolveNow()
 	}
 	sc.mu.Lock()
 	if ctx.Err() != nil {
@@ -177,13 +180,13 @@ func (sc *subConn) dial(ctx context.Context, addrs []resolver.Address) {
 	}
 	sc.dialCancel = nil
 	if err != nil {
-		sc.cc.noteConnError(connError{err})
+		sc.cc().noteConnError(connError{err})
 		sc.setStateLocked(connectivity.TransientFailure, connError{err})
-		delay := sc.cc.opts.backoff.delay(sc.retries)
+		delay := sc.cc().opts.backoff.delay(int(sc.retries))
 		sc.retries++
 		sc.backoff = time.AfterFunc(delay, sc.backoffDone)
 		sc.mu.Unlock()
-		sc.cc.ser.drain()
+		sc.cc().ser.drain()
 		return
 	}
 	sc.retries = 0
@@ -192,7 +195,7 @@ func (sc *subConn) dial(ctx context.Context, addrs []resolver.Address) {
 	sc.setStateLocked(connectivity.Ready, nil)
 	sc.mu.Unlock()
 	conn.OnGoingAway(func() { sc.lost(conn) })
-	sc.cc.ser.drain()
+	sc.cc().ser.drain()
 }
 
 // connError is a failed dial as a call sees it, worded as grpc-go's
@@ -211,7 +214,7 @@ func (sc *subConn) backoffDone() {
 		sc.setStateLocked(connectivity.Idle, nil)
 	}
 	sc.mu.Unlock()
-	sc.cc.ser.drain()
+	sc.cc().ser.drain()
 }
 
 // resetBackoff ends the backoff at once and forgets the failed rounds.
@@ -224,7 +227,7 @@ func (sc *subConn) resetBackoff() {
 		sc.setStateLocked(connectivity.Idle, nil)
 	}
 	sc.mu.Unlock()
-	sc.cc.ser.drain()
+	sc.cc().ser.drain()
 }
 
 // lost is called when conn stops taking streams (GOAWAY, failure, close):
@@ -241,11 +244,11 @@ func (sc *subConn) lost(conn *h2conn.Conn) {
 	sc.setStateLocked(connectivity.Idle, nil)
 	sc.mu.Unlock()
 	if code, debug, ok := conn.PeerGoAway(); ok && code == h2frame.ErrCodeEnhanceYourCalm && debug == "too_many_pings" {
-		sc.cc.pingedTooOften()
+		sc.cc().pingedTooOften()
 	}
-	sc.cc.keepDraining(conn)
-	sc.cc.resolveNow()
-	sc.cc.ser.drain()
+	sc.cc().keepDraining(conn)
+	sc.cc().resolveNow()
+	sc.cc().ser.drain()
 }
 
 // UpdateAddresses replaces the addresses. A connection to an address
@@ -278,9 +281,9 @@ func (sc *subConn) UpdateAddresses(addrs []resolver.Address) {
 	sc.mu.Unlock()
 	if drop != nil {
 		drop.GracefulShutdown()
-		sc.cc.keepDraining(drop)
+		sc.cc().keepDraining(drop)
 	}
-	sc.cc.ser.drainAsync()
+	sc.cc().ser.drainAsync()
 }
 
 // sameAddrs reports whether a and b list the same addresses in the same
@@ -317,12 +320,12 @@ func (sc *subConn) Shutdown() {
 	sc.mu.Unlock()
 	h.stop()
 	sc.closeProducers()
-	sc.cc.forgetSubConn(sc)
+	sc.cc().forgetSubConn(sc)
 	if conn != nil {
 		conn.GracefulShutdown()
-		sc.cc.keepDraining(conn)
+		sc.cc().keepDraining(conn)
 	}
-	sc.cc.ser.drainAsync()
+	sc.cc().ser.drainAsync()
 }
 
 // GetOrBuildProducer returns the producer pb builds on this SubConn,
@@ -387,7 +390,7 @@ func (sc *subConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method 
 	if sc.ready.Load() == nil {
 		return nil, errSubConnNotReady
 	}
-	return sc.cc.newStreamOn(ctx, desc, method, sc, opts...)
+	return sc.cc().newStreamOn(ctx, desc, method, sc, opts...)
 }
 
 // Invoke makes a unary call on the SubConn's connection.

@@ -247,7 +247,11 @@ func internConfig(cfg Config) *Config {
 	if p := configs.m[cfg]; p != nil {
 		return p
 	}
-	p := &cfg
+	// A copy made here, not &cfg: taking the parameter's address would
+	// move it to the heap on every call, found or not, and every
+	// connection and ClientConn calls this.
+	p := new(Config)
+	*p = cfg
 	if configs.m == nil {
 		configs.m = make(map[Config]*Config)
 	}
