@@ -147,3 +147,63 @@ func TestPercentChange(t *testing.T) {
 		}
 	}
 }
+
+// oldTLSJSON is a -tls file from before results carried "tls": only
+// env.security says that its runs were over TLS.
+const oldTLSJSON = `{"env": {"go": "go1.26.0", "cpus": 2, "grpcGo": "v1.85.0", "leangrpc": "aaa", "time": "2026-01-01T00:00:00Z",
+  "security": "TLS 1.3, ECDSA P-256"},
+ "results": [
+  {"stack": "grpc-go", "workload": "idle", "connections": 2000, "round": 1,
+   "server": {"rssBytesPerConn": 50000, "goroutinesPerConn": 3}, "client": {"rssBytesPerConn": 40000, "goroutinesPerConn": 5}}
+ ]}`
+
+// quickJSON has the quick suite's two idle rows, plaintext and TLS.
+const quickJSON = `{"env": {"go": "go1.26.8", "cpus": 2, "grpcGo": "v1.85.0", "leangrpc": "bbb", "time": "2026-01-02T00:00:00Z",
+  "security": "plaintext (tls rows: TLS 1.3, ECDSA P-256)"},
+ "results": [
+  {"stack": "grpc-go", "workload": "idle", "connections": 2000, "round": 1,
+   "server": {"rssBytesPerConn": 30000, "goroutinesPerConn": 3}, "client": {"rssBytesPerConn": 20000, "goroutinesPerConn": 5}},
+  {"stack": "grpc-go", "workload": "idle", "connections": 2000, "tls": true, "round": 1,
+   "server": {"rssBytesPerConn": 45000, "goroutinesPerConn": 3}, "client": {"rssBytesPerConn": 40000, "goroutinesPerConn": 5}}
+ ]}`
+
+// TestCompareTLSRows: compare matches a TLS row with the TLS row of the
+// other file, also with a -tls file from before results carried "tls",
+// and never with the plaintext row of the same shape.
+func TestCompareTLSRows(t *testing.T) {
+	for _, tc := range []struct {
+		name, old string
+	}{
+		{"same format", quickJSON},
+		{"old -tls file", oldTLSJSON},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oldP, newP := writeTemp(t, "old.json", tc.old), writeTemp(t, "new.json", quickJSON)
+			var stdout, stderr bytes.Buffer
+			if code := run([]string{"compare", oldP, newP}, &stdout, &stderr); code != 0 {
+				t.Fatalf("compare exit %d, stderr:\n%s", code, stderr.String())
+			}
+			out := stdout.String()
+			want := "50000 45000 -10.00%"
+			if tc.old == quickJSON {
+				want = "45000 45000 +0.00%"
+			}
+			if got := row(t, out, "grpc-go  idle conns=2000 tls\n", "server", "RSS", "B/conn"); strings.Join(got, " ") != want {
+				t.Errorf("TLS idle server RSS row = %q, want %q\n%s", got, want, out)
+			}
+			if tc.old == quickJSON {
+				if got := row(t, out, "grpc-go  idle conns=2000\n", "server", "RSS", "B/conn"); strings.Join(got, " ") != "30000 30000 +0.00%" {
+					t.Errorf("plaintext idle server RSS row = %q\n%s", got, out)
+				}
+				return
+			}
+			// The old file had no plaintext row.
+			if !strings.Contains(out, "only in NEW: grpc-go  idle conns=2000\n") {
+				t.Errorf("the plaintext row is not new-only:\n%s", out)
+			}
+			if strings.Contains(out, "only in OLD") {
+				t.Errorf("the old TLS row matched nothing:\n%s", out)
+			}
+		})
+	}
+}

@@ -77,7 +77,7 @@ func perConn(base, now memFigures, n int) *IdleSide {
 
 // runIdle runs the idle workload once for one stack.
 func (r *runner) runIdle(st stack, cfg config, round int) Result {
-	res := Result{Stack: st.name, Workload: workloadIdle, Connections: cfg.connections, Round: round}
+	res := Result{Stack: st.name, Workload: workloadIdle, Connections: cfg.connections, TLS: cfg.tls, Round: round}
 	// run refused the sizes that do not fit (checkIdleLimits); this
 	// planning gives the number of source addresses.
 	plan, err := planIdle(cfg.connections, readIdleLimits())
@@ -85,7 +85,7 @@ func (r *runner) runIdle(st stack, cfg config, round int) Result {
 		res.Error = err.Error()
 		return res
 	}
-	srvSide, cliSide, err := r.measureIdle(st, plan)
+	srvSide, cliSide, err := r.measureIdle(st, plan, r.security(cfg))
 	if err != nil {
 		res.Error = err.Error()
 		return res
@@ -94,8 +94,9 @@ func (r *runner) runIdle(st stack, cfg config, round int) Result {
 	return res
 }
 
-// measureIdle runs the idle children of st for plan's connections.
-func (r *runner) measureIdle(st stack, plan idlePlan) (srvSide, cliSide *IdleSide, err error) {
+// measureIdle runs the idle children of st for plan's connections, over
+// TLS with sec when it is not nil.
+func (r *runner) measureIdle(st stack, plan idlePlan, sec *benchTLS) (srvSide, cliSide *IdleSide, err error) {
 	n := plan.conns
 	// Bound the whole workload: dialing, settling, and teardown.
 	limit := 4*r.opts.timeout + time.Duration(n)*5*time.Millisecond + 2*r.opts.settle
@@ -103,7 +104,7 @@ func (r *runner) measureIdle(st stack, plan idlePlan) (srvSide, cliSide *IdleSid
 	defer cancel()
 	common := []string{"-connections", strconv.Itoa(n), "-settle", r.opts.settle.String(), "-timeout", r.opts.timeout.String(),
 		"-compression", r.opts.compression}
-	common = append(common, r.opts.tls.childArgs()...)
+	common = append(common, sec.childArgs()...)
 	if r.opts.memprofile != "" {
 		common = append(common, "-memprofilerate", strconv.Itoa(r.opts.memProfileRate))
 	}
@@ -111,7 +112,12 @@ func (r *runner) measureIdle(st stack, plan idlePlan) (srvSide, cliSide *IdleSid
 		if r.opts.memprofile == "" {
 			return nil
 		}
-		return []string{"-heapprofile", withSuffix(r.opts.memprofile, strings.ReplaceAll(st.name, ">", fileSuffix)+"."+side)}
+		name := strings.ReplaceAll(st.name, ">", fileSuffix)
+		if sec != nil {
+			// Apart from the plaintext row's (the quick suite has both).
+			name += ".tls"
+		}
+		return []string{"-heapprofile", withSuffix(r.opts.memprofile, name+"."+side)}
 	}
 
 	srvExe, srvName := st.server.child()

@@ -40,8 +40,10 @@ type Env struct {
 	// figures taken on a machine with load above its CPU count are noisy.
 	LoadAvg float64 `json:"loadAvg,omitempty"`
 	// Security is how the connections were protected: "TLS 1.3, ECDSA
-	// P-256" under -tls, empty for plaintext (and in files from before
-	// -tls existed).
+	// P-256" when every run was over TLS (-tls), empty when none was (and
+	// in files from before -tls existed), "plaintext (tls rows: TLS 1.3,
+	// ECDSA P-256)" when both were (the quick suite); each Result's TLS
+	// says which.
 	Security string `json:"security,omitempty"`
 }
 
@@ -61,7 +63,9 @@ type Result struct {
 	Workload string `json:"workload"`
 	*Shape
 	Connections int `json:"connections"`
-	Round       int `json:"round"`
+	// TLS is set for a run over TLS (config.tls); absent for plaintext.
+	TLS   bool `json:"tls,omitempty"`
+	Round int  `json:"round"`
 	*Figures
 	Server *IdleSide `json:"server,omitempty"`
 	Client *IdleSide `json:"client,omitempty"`
@@ -218,6 +222,14 @@ func readJSON(path string) (*File, error) {
 	var f File
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if f.Env.Security == tlsDescription {
+		// Every run was over TLS. Files from before results carried
+		// TLS say so here only, and compare must match their rows
+		// with TLS rows.
+		for i := range f.Results {
+			f.Results[i].TLS = true
+		}
 	}
 	return &f, nil
 }

@@ -306,8 +306,135 @@ func TestCrossProduct(t *testing.T) {
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("plan = %q, want %q", got, want)
 	}
-	if len(quickSuite()) != 5 {
-		t.Errorf("quick suite has %d configs, want 5", len(quickSuite()))
+}
+
+// TestQuickSuite: the quick suite measures 2000 idle connections over
+// plaintext and over TLS, has a certificate made for it without -tls, and
+// under -tls runs every config over TLS, its two idle rows as one.
+func TestQuickSuite(t *testing.T) {
+	var got []string
+	for _, c := range quickSuite() {
+		got = append(got, c.String())
+	}
+	want := []string{
+		"unary 100B/100B calls=120 conns=1",
+		"streaming 100B/100B calls=120 conns=1",
+		"streaming 1MB/1MB calls=16 conns=1",
+		"unary 100B/100B calls=1 conns=1",
+		"idle conns=2000",
+		"idle conns=2000 tls",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("quick suite = %q, want %q", got, want)
+	}
+	tlsRow := config{workload: workloadIdle, connections: 2000, tls: true}
+	if got := tlsRow.slug(); got != "idle-n2000-tls" {
+		t.Errorf("TLS idle slug = %q, want idle-n2000-tls", got)
+	}
+	if got := tlsRow.workloadLabel(); got != "idle tls" {
+		t.Errorf("TLS idle workload label = %q, want \"idle tls\"", got)
+	}
+	if got, want := planSecurity(quickSuite()), "plaintext (tls rows: "+tlsDescription+")"; got != want {
+		t.Errorf("quick suite's security = %q, want %q", got, want)
+	}
+
+	sec, remove, err := newPlanTLS(quickSuite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec == nil {
+		t.Fatal("no certificate for the quick suite's TLS idle row")
+	}
+	r := &runner{opts: options{tls: sec}}
+	if r.security(tlsRow) != sec || r.security(quickSuite()[4]) != nil {
+		t.Error("security: want the certificate for the TLS row only")
+	}
+	remove()
+	if _, err := os.Stat(sec.certFile); !os.IsNotExist(err) {
+		t.Errorf("certificate file after remove: %v", err)
+	}
+	if sec, _, err := newPlanTLS(quickSuite()[:5]); sec != nil || err != nil {
+		t.Errorf("newPlanTLS of a plaintext plan = %v, %v; want nil, nil", sec, err)
+	}
+
+	// -tls: every config over TLS, one idle row.
+	all := overTLS(quickSuite())
+	got = got[:0]
+	for _, c := range all {
+		got = append(got, c.String())
+	}
+	want = []string{
+		"unary 100B/100B calls=120 conns=1 tls",
+		"streaming 100B/100B calls=120 conns=1 tls",
+		"streaming 1MB/1MB calls=16 conns=1 tls",
+		"unary 100B/100B calls=1 conns=1 tls",
+		"idle conns=2000 tls",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("quick suite under -tls = %q, want %q", got, want)
+	}
+	if got := planSecurity(all); got != tlsDescription {
+		t.Errorf("security under -tls = %q, want %q", got, tlsDescription)
+	}
+}
+
+// TestReportTLSIdleRow: the idle table shows the plaintext and the TLS
+// rows of the quick suite apart, each with its own figures, and the JSON
+// marks the TLS results.
+func TestReportTLSIdleRow(t *testing.T) {
+	plan := quickSuite()
+	stacks, err := parseStacks("grpc-go,leangrpc,raw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := func(stack string, tls bool, rss float64) Result {
+		return Result{Stack: stack, Workload: workloadIdle, Connections: 2000, TLS: tls, Round: 1,
+			Server: &IdleSide{RSSBytesPerConn: rss, GoroutinesPerConn: 1},
+			Client: &IdleSide{RSSBytesPerConn: rss, GoroutinesPerConn: 1, OpenSeconds: 1}}
+	}
+	results := []Result{
+		idle("grpc-go", false, 30000), idle("leangrpc", false, 10000),
+		idle("grpc-go", true, 60000), idle("leangrpc", true, 20000),
+	}
+	var out bytes.Buffer
+	printReport(&out, Env{Security: planSecurity(plan)}, plan, stacks, results)
+	t.Logf("\n%s", out.String())
+	if !strings.Contains(out.String(), "plaintext (tls rows: "+tlsDescription+")") {
+		t.Errorf("header does not say which rows are TLS:\n%s", out.String())
+	}
+	for _, tc := range []struct {
+		title     []string
+		grpc, lgr string
+	}{
+		{[]string{"idle", "2000"}, "30000", "10000"},
+		{[]string{"idle", "tls", "2000"}, "60000", "20000"},
+	} {
+		f := row(t, out.String(), "srv RSS/conn", tc.title...)
+		// 9 columns per stack: grpc-go's first, then leangrpc's.
+		if len(f) < 10 || f[0] != tc.grpc || f[9] != tc.lgr {
+			t.Errorf("row %q = %q, want grpc-go %s and leangrpc %s server RSS/conn", tc.title, f, tc.grpc, tc.lgr)
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "out.json")
+	if err := writeJSON(path, &File{Results: results}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range doc.Results {
+		v, ok := r["tls"]
+		if results[i].TLS && v != true || !results[i].TLS && ok {
+			t.Errorf("result %d (%s, TLS %v): JSON tls = %v", i, r["stack"], results[i].TLS, v)
+		}
 	}
 }
 

@@ -2,7 +2,7 @@
 // grpc-go, side by side in one run, and reports each stack's medians and the
 // ratio leangrpc/grpc-go.
 //
-// With no flags it runs a quick suite of about one minute:
+// With no flags it runs a quick suite of about two minutes:
 //
 //	go run ./cmd/leanbench
 //
@@ -52,7 +52,10 @@ type options struct {
 	// compression is the compressor every stack's client sends with
 	// (grpc.UseCompressor), "" for none; the servers answer in kind.
 	compression string
-	tls         *benchTLS // nil: plaintext
+	// tls is the certificate of the TLS configs (newPlanTLS), nil when
+	// every config is plaintext; a run takes it through security. In a
+	// run-one child it is the run's own.
+	tls *benchTLS
 	// backends is how many servers each throughput run starts, and lb
 	// the policy the clients spread their calls over them with (see
 	// backends.go); 1 and "" dial the one server directly.
@@ -104,7 +107,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Second, "bound on a run's setup and first RPC, on its last RPC past -benchtime, and on each idle connection's RPC; a stack that exceeds it gets an error row")
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of each measured run; the file name gets the stack (and run) as suffix")
-	fs.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile after each measured run, and FILE.base before it (go tool pprof -base FILE.base FILE); idle: a heap profile of each child after measuring (FILE.STACK.server, FILE.STACK.client)")
+	fs.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile after each measured run, and FILE.base before it (go tool pprof -base FILE.base FILE); idle: a heap profile of each child after measuring (FILE.STACK.server, FILE.STACK.client; FILE.STACK.tls.server, FILE.STACK.tls.client for a TLS row)")
 	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate while profiling (0: leave the default)")
 	fs.StringVar(&o.compression, "compression", "", "compressor every client's calls use (grpc.UseCompressor), e.g. gzip; the servers answer in kind (default none)")
 	fs.IntVar(&o.backends, "backends", 1, "servers per throughput run; with more than one, each client channel balances its calls over all of them with -lb")
@@ -112,11 +115,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	baseline := fs.String("baseline", "", "another leanbench binary (built from another commit, say): its leangrpc runs as one more stack, interleaved with the others, named by -baseline-name")
 	baselineName := fs.String("baseline-name", "baseline", "the stack name of -baseline's leangrpc")
 	chartPath := fs.String("chart", "", "run streaming with 16 streams over message sizes from 1 KiB to 16 MiB (request = response; -reqSizeBytes replaces the sizes) and draw throughput and CPU per MB against size as an SVG file")
-	useTLS := fs.Bool("tls", false, "every stack and workload over TLS ("+tlsDescription+", a certificate made at start, grpc-go's credentials.NewTLS on both stacks)")
+	useTLS := fs.Bool("tls", false, "every stack and workload over TLS ("+tlsDescription+", a certificate made at start, grpc-go's credentials.NewTLS on both stacks); the quick suite then has one idle row, over TLS")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: leanbench [flags]\n       leanbench compare OLD.json NEW.json\n\n"+
 			"Without -workloads, -reqSizeBytes, -respSizeBytes, -maxConcurrentCalls and\n"+
-			"-connections it runs the quick suite (about a minute); the other flags apply to it.\n"+
+			"-connections it runs the quick suite (about two minutes); the other flags apply to it.\n"+
 			"-chart runs its own ladder of sizes instead (about three minutes).\n\n")
 		fs.PrintDefaults()
 	}
@@ -179,6 +182,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "leanbench: %v\n", err)
 		return 2
 	}
+	if *useTLS {
+		plan = overTLS(plan)
+	}
 	if slices.ContainsFunc(stacks, func(st stack) bool { return st.name != stackRaw }) {
 		// Before anything runs: a size beyond the machine's limits would
 		// otherwise fail only after the smaller ones, minutes in.
@@ -188,18 +194,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	if *useTLS {
-		dir, err := os.MkdirTemp("", "leanbench-tls-")
-		if err != nil {
-			fmt.Fprintf(stderr, "leanbench: %v\n", err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		if o.tls, err = newBenchTLS(dir); err != nil {
-			fmt.Fprintf(stderr, "leanbench: -tls: %v\n", err)
-			return 1
-		}
+	// Also without -tls: the quick suite has a TLS idle row.
+	sec, removeTLS, err := newPlanTLS(plan)
+	if err != nil {
+		fmt.Fprintf(stderr, "leanbench: TLS certificate: %v\n", err)
+		return 1
 	}
+	defer removeTLS()
+	o.tls = sec
 
 	// The environment, and the load average in particular, as it was
 	// before leanbench added its own load.
@@ -208,9 +210,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if o.backends > 1 || o.lb != "" {
 		env.Balancing = fmt.Sprintf("%d backends, %s", o.backends, lbName(o.lb))
 	}
-	if o.tls != nil {
-		env.Security = tlsDescription
-	}
+	env.Security = planSecurity(plan)
 	if env.LoadAvg > float64(env.CPUs) {
 		fmt.Fprintf(stderr, "leanbench: the machine is busy (load average %.1f on %d CPUs); ops/s and latency will be noisy\n", env.LoadAvg, env.CPUs)
 	}
@@ -243,8 +243,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// quickSuite is what runs without workload flags: about one minute with the
-// default -benchtime, -warmup and -rounds on two stacks.
+// quickSuite is what runs without workload flags: about two minutes with
+// the default -benchtime, -warmup, -settle, -rounds and stacks. The idle
+// workload runs twice, plaintext and over TLS, since what a TLS connection
+// holds while idle (crypto/tls's state and buffers) is a cost of its own,
+// paid on top of HTTP/2's by every deployment that runs TLS.
 func quickSuite() []config {
 	return []config{
 		{workload: workloadUnary, reqSize: 100, respSize: 100, concurrency: 120, connections: 1},
@@ -252,6 +255,7 @@ func quickSuite() []config {
 		{workload: workloadStreaming, reqSize: 1_000_000, respSize: 1_000_000, concurrency: 16, connections: 1},
 		{workload: workloadUnary, reqSize: 100, respSize: 100, concurrency: 1, connections: 1},
 		{workload: workloadIdle, connections: 2000}, // issue 6 measures at 2000,
+		{workload: workloadIdle, connections: 2000, tls: true},
 	}
 }
 

@@ -18,7 +18,7 @@ type summary struct {
 }
 
 func resultConfig(res Result) config {
-	c := config{workload: res.Workload, connections: res.Connections}
+	c := config{workload: res.Workload, connections: res.Connections, tls: res.TLS}
 	if res.Shape != nil {
 		c.reqSize, c.respSize, c.concurrency = res.ReqSize, res.RespSize, res.Concurrency
 	}
@@ -223,7 +223,7 @@ func printThroughput(w io.Writer, cfgs []config, names []string, ratios []ratioP
 	ratioCols := []string{"ops/s", "CPU", "allocs", "p50"}
 	writeHeader(tw, []string{"workload", "req/resp", "calls", "conns"}, names, cols, ratios, ratioCols)
 	for _, c := range cfgs {
-		row := []string{c.workload, sizeLabel(c.reqSize) + "/" + sizeLabel(c.respSize), fmt.Sprint(c.concurrency), fmt.Sprint(c.connections)}
+		row := []string{c.workloadLabel(), sizeLabel(c.reqSize) + "/" + sizeLabel(c.respSize), fmt.Sprint(c.concurrency), fmt.Sprint(c.connections)}
 		for _, n := range names {
 			s := sums[c][n]
 			switch {
@@ -275,7 +275,7 @@ func printIdle(w io.Writer, cfgs []config, names []string, ratios []ratioPair, s
 	ratioCols := []string{"srv RSS", "srv marg", "srv gor", "cli RSS", "cli marg", "cli gor", "open"}
 	writeHeader(tw, []string{"workload", "conns"}, names, cols, ratios, ratioCols)
 	for _, c := range cfgs {
-		row := []string{"idle", fmt.Sprint(c.connections)}
+		row := []string{c.workloadLabel(), fmt.Sprint(c.connections)}
 		for _, n := range names {
 			s := sums[c][n]
 			switch {

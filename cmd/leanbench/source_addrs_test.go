@@ -145,7 +145,7 @@ func TestIdleChildrenWithSources(t *testing.T) {
 	r := &runner{opts: options{settle: 0, timeout: 10 * time.Second}, stdout: new(nopWriter), stderr: new(nopWriter)}
 	for _, name := range []string{stackLean, stackGrpc} {
 		st := stack{name: name, client: impls[name], server: impls[name]}
-		srv, cli, err := r.measureIdle(st, idlePlan{conns: 6, sources: 3})
+		srv, cli, err := r.measureIdle(st, idlePlan{conns: 6, sources: 3}, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

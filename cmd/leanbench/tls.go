@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -23,10 +24,11 @@ import (
 	"google.golang.org/grpc/peer"
 )
 
-// benchTLS is the TLS set-up of a -tls run: one self-signed ECDSA P-256
-// certificate for 127.0.0.1, made by the parent at start and handed to
-// every child through two files, so that the idle workload's server and
-// client children trust the same key. Both stacks get grpc-go's
+// benchTLS is the TLS set-up of the TLS configs of a run (every config
+// under -tls, the quick suite's TLS idle row without it): one self-signed
+// ECDSA P-256 certificate for 127.0.0.1, made by the parent at start and
+// handed to the children of those configs through two files, so that the
+// idle workload's server and client children trust the same key. Both stacks get grpc-go's
 // credentials.NewTLS at TLS 1.3, the setting a deployment would pick.
 type benchTLS struct {
 	certFile, keyFile string
@@ -94,6 +96,73 @@ func loadBenchTLS(certFile, keyFile string) (*benchTLS, error) {
 	}, nil
 }
 
+// newPlanTLS makes the set-up when a config of plan runs over TLS (under
+// -tls, or the quick suite's TLS idle row), in a temporary directory that
+// remove deletes; nil, and nothing to remove, when every config is
+// plaintext.
+func newPlanTLS(plan []config) (sec *benchTLS, remove func(), err error) {
+	if !slices.ContainsFunc(plan, func(c config) bool { return c.tls }) {
+		return nil, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "leanbench-tls-")
+	if err != nil {
+		return nil, nil, err
+	}
+	remove = func() { os.RemoveAll(dir) }
+	if sec, err = newBenchTLS(dir); err != nil {
+		remove()
+		return nil, nil, err
+	}
+	return sec, remove, nil
+}
+
+// overTLS is the plan under -tls: every config over TLS. Configs that
+// differed only in that (the quick suite's two idle rows) become one.
+func overTLS(plan []config) []config {
+	var out []config
+	for _, c := range plan {
+		c.tls = true
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// planSecurity is how Env.Security names a plan's connections: "" when
+// every config is plaintext, tlsDescription when every one is over TLS
+// (-tls), and which rows are when the plan mixes both (the quick suite).
+func planSecurity(plan []config) string {
+	n := 0
+	for _, c := range plan {
+		if c.tls {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return ""
+	case len(plan):
+		return tlsDescription
+	}
+	return "plaintext (tls rows: " + tlsDescription + ")"
+}
+
+// security is the set-up a run of c uses: the run's certificate for a TLS
+// config, nil (plaintext) for the others.
+func (r *runner) security(c config) *benchTLS {
+	if !c.tls {
+		return nil
+	}
+	if r.opts.tls == nil {
+		// run makes the certificate for any plan with a TLS config
+		// (newPlanTLS); measuring plaintext under a tls label would be
+		// worse than stopping.
+		panic("leanbench: config " + c.String() + " is over TLS but the run has no certificate")
+	}
+	return r.opts.tls
+}
+
 // childArgs are the flags that give a child the same set-up; none without
 // TLS.
 func (b *benchTLS) childArgs() []string {
@@ -131,9 +200,10 @@ func (b *benchTLS) clientCreds() credentials.TransportCredentials {
 }
 
 // checkPeerSecurity tells whether a call's peer shows the security the run
-// asked for: TLS 1.3 with ALPN h2 under -tls, no TLS without it. Under
-// -tls each connection's first call is checked, so that a stack or a child
-// that ignored the switch fails its run instead of measuring plaintext.
+// asked for: TLS 1.3 with ALPN h2 for a TLS config, no TLS otherwise. In
+// a TLS run each connection's first call is checked, so that a stack or a
+// child that ignored the certificate fails its run instead of measuring
+// plaintext.
 func checkPeerSecurity(p *peer.Peer, sec *benchTLS) error {
 	ti, isTLS := p.AuthInfo.(credentials.TLSInfo)
 	switch {
@@ -142,7 +212,7 @@ func checkPeerSecurity(p *peer.Peer, sec *benchTLS) error {
 	case sec == nil:
 		return nil
 	case !isTLS:
-		return fmt.Errorf("connection is not TLS in a -tls run (AuthInfo %v)", p.AuthInfo)
+		return fmt.Errorf("connection is not TLS in a TLS run (AuthInfo %v)", p.AuthInfo)
 	case ti.State.Version != tls.VersionTLS13 || ti.State.NegotiatedProtocol != "h2":
 		return fmt.Errorf("TLS version %#x, ALPN %q; want TLS 1.3, h2", ti.State.Version, ti.State.NegotiatedProtocol)
 	}

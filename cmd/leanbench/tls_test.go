@@ -6,8 +6,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +120,83 @@ func TestRunTLS(t *testing.T) {
 		if r.Error != "" {
 			t.Errorf("%s %s: %s", r.Stack, r.Workload, r.Error)
 		}
+		if !r.TLS {
+			t.Errorf("%s %s: result not marked tls under -tls", r.Stack, r.Workload)
+		}
+	}
+}
+
+// TestRunIdleTLSRow runs a plan with the idle workload twice, plaintext
+// and over TLS, as the quick suite has it (at 20 connections). The TLS
+// config's children get the certificate: leangrpc-http's server, which
+// runs plaintext only, refuses it, and the other stacks' clients check
+// each connection's first call for TLS 1.3 (for no TLS in the plaintext
+// config's). Both rows report figures, and the table and the JSON keep
+// them apart.
+func TestRunIdleTLSRow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the idle workload briefly")
+	}
+	plan := []config{{workload: workloadIdle, connections: 20}, {workload: workloadIdle, connections: 20, tls: true}}
+	sec, remove, err := newPlanTLS(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remove()
+	stacks, err := parseStacks("grpc-go,leangrpc,leangrpc-http,raw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	r := &runner{opts: options{rounds: 1, settle: 100 * time.Millisecond, timeout: 15 * time.Second, tls: sec},
+		stdout: io.Discard, stderr: &stderr, started: time.Now()}
+	results := r.execute(plan, stacks)
+	if !strings.Contains(stderr.String(), "idle conns=20 tls, round 1/1") {
+		t.Errorf("progress does not name the TLS row:\n%s", stderr.String())
+	}
+	env := Env{Security: planSecurity(plan)}
+	var out bytes.Buffer
+	printReport(&out, env, plan, stacks, results)
+	t.Logf("\n%s", out.String())
+	for _, title := range [][]string{{"idle", "20"}, {"idle", "tls", "20"}} {
+		f := row(t, out.String(), "srv RSS/conn", title...)
+		// Per stack, grpc-go's first: srv RSS/conn, srv marginal, srv
+		// heap/conn, srv stack/conn, srv gor/conn, ...
+		if g, err := strconv.ParseFloat(f[4], 64); err != nil || g <= 0 {
+			t.Errorf("%q: grpc-go server goroutines/conn %q, want a positive number", title, f[4])
+		}
+		if _, err := strconv.ParseFloat(f[9], 64); err != nil {
+			t.Errorf("%q: leangrpc server RSS/conn %q, want a number", title, f[9])
+		}
+	}
+
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	if err := writeJSON(jsonPath, &File{Env: env, Results: results}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := readJSON(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Results) != 6 { // 2 configs x 3 stacks; raw has no idle row
+		t.Errorf("%d results, want 6", len(f.Results))
+	}
+	tlsRuns := 0
+	for _, res := range f.Results {
+		if res.Stack == stackLeanHTTP && res.TLS {
+			if !strings.Contains(res.Error, "without TLS only") {
+				t.Errorf("%s over TLS: error %q, want its server's refusal of the certificate", res.Stack, res.Error)
+			}
+			continue
+		}
+		if res.Error != "" || res.Server == nil || res.Client == nil {
+			t.Errorf("%s %v: no figures (error %q)", res.Stack, resultConfig(res), res.Error)
+		}
+		if res.TLS {
+			tlsRuns++
+		}
+	}
+	if tlsRuns != 2 {
+		t.Errorf("%d results with figures marked tls, want 2 (grpc-go's and leangrpc's)", tlsRuns)
 	}
 }

@@ -36,21 +36,47 @@ type config struct {
 	respSize    int
 	concurrency int
 	connections int
+	// tls runs the config over TLS (tls.go): the quick suite's second idle
+	// row, or every config under -tls (overTLS). It is part of the row's
+	// identity, so that the table, the JSON and compare keep a TLS row
+	// apart from the plaintext row of the same shape.
+	tls bool
 }
 
 func (c config) String() string {
+	var s string
 	if c.workload == workloadIdle {
-		return fmt.Sprintf("idle conns=%d", c.connections)
+		s = fmt.Sprintf("idle conns=%d", c.connections)
+	} else {
+		s = fmt.Sprintf("%s %s/%s calls=%d conns=%d", c.workload, sizeLabel(c.reqSize), sizeLabel(c.respSize), c.concurrency, c.connections)
 	}
-	return fmt.Sprintf("%s %s/%s calls=%d conns=%d", c.workload, sizeLabel(c.reqSize), sizeLabel(c.respSize), c.concurrency, c.connections)
+	if c.tls {
+		s += " tls"
+	}
+	return s
 }
 
 // slug is the config in a form fit for a file name.
 func (c config) slug() string {
+	var s string
 	if c.workload == workloadIdle {
-		return fmt.Sprintf("idle-n%d", c.connections)
+		s = fmt.Sprintf("idle-n%d", c.connections)
+	} else {
+		s = fmt.Sprintf("%s-%s-%s-c%d-n%d", c.workload, sizeLabel(c.reqSize), sizeLabel(c.respSize), c.concurrency, c.connections)
 	}
-	return fmt.Sprintf("%s-%s-%s-c%d-n%d", c.workload, sizeLabel(c.reqSize), sizeLabel(c.respSize), c.concurrency, c.connections)
+	if c.tls {
+		s += "-tls"
+	}
+	return s
+}
+
+// workloadLabel is the config's workload as the tables' first column
+// shows it: "idle tls" for a TLS row.
+func (c config) workloadLabel() string {
+	if c.tls {
+		return c.workload + " tls"
+	}
+	return c.workload
 }
 
 // worker drives one call in flight: a sequence of unary RPCs, or one
@@ -159,6 +185,7 @@ func (r *runner) runThroughput(st stack, cfg config, round int) Result {
 		Workload:    cfg.workload,
 		Shape:       &Shape{ReqSize: cfg.reqSize, RespSize: cfg.respSize, Concurrency: cfg.concurrency},
 		Connections: cfg.connections,
+		TLS:         cfg.tls,
 		Round:       round,
 	}
 	timeout := runTimeout(r.opts.timeout, cfg)
@@ -177,7 +204,7 @@ func (r *runner) runThroughput(st stack, cfg config, round int) Result {
 		"-compression", r.opts.compression,
 		"-backends", strconv.Itoa(r.opts.backends), "-lb", r.opts.lb,
 	}
-	args = append(args, r.opts.tls.childArgs()...)
+	args = append(args, r.security(cfg).childArgs()...)
 	base := r.profileBase(st, cfg, round)
 	if r.opts.cpuprofile != "" {
 		args = append(args, "-cpuprofile", withSuffix(r.opts.cpuprofile, base))
@@ -204,6 +231,7 @@ func (r *runner) runThroughput(st stack, cfg config, round int) Result {
 	default:
 		res = *m.Result
 		res.Stack = st.name // a baseline's child knows itself by another name
+		res.TLS = cfg.tls   // the child knows its certificate, not the row
 		c.finish()
 		c.forwardStderr(r.stderr)
 	}
@@ -275,7 +303,8 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 		enc.Encode(childMsg{Error: err.Error()})
 		return 2
 	}
-	o.tls = sec
+	// The parent passes the certificate for a TLS config only.
+	o.tls, cfg.tls = sec, sec != nil
 	sts, err := parseStacks(*stackName)
 	if err != nil || len(sts) != 1 || cfg.concurrency < 1 || cfg.connections < 1 || checkCompression(o.compression) != nil || o.backends < 1 || checkLB(o.lb) != nil {
 		enc.Encode(childMsg{Error: fmt.Sprintf("run-one: bad arguments %q", args)})
@@ -290,6 +319,7 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 		Workload:    cfg.workload,
 		Shape:       &Shape{ReqSize: cfg.reqSize, RespSize: cfg.respSize, Concurrency: cfg.concurrency},
 		Connections: cfg.connections,
+		TLS:         cfg.tls,
 		Round:       round,
 	}
 	if sts[0].client.name != stackGrpc || sts[0].server.name != stackGrpc {
@@ -314,9 +344,10 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 // measureThroughput runs one workload in this process, client and server
 // together, and measures it.
 func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
+	sec := r.security(cfg)
 	var addrs []string
 	for range r.opts.backends {
-		srv, err := startServer(st.server, r.opts.tls)
+		srv, err := startServer(st.server, sec)
 		if err != nil {
 			return nil, err
 		}
@@ -354,20 +385,20 @@ func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
 		var closeFn func() error
 		var err error
 		if balanced {
-			cc, closeFn, err = dialBalanced(st.client, addrs, r.opts.lb, r.opts.tls)
+			cc, closeFn, err = dialBalanced(st.client, addrs, r.opts.lb, sec)
 		} else {
-			cc, closeFn, err = dialSafe(st.client, addrs[0], r.opts.tls, nil)
+			cc, closeFn, err = dialSafe(st.client, addrs[0], sec, nil)
 		}
 		if err != nil {
 			return nil, err
 		}
 		conns[i] = cc
 		closers = append(closers, closeFn)
-		if r.opts.tls != nil {
-			// One call more per connection before the warmup, under -tls
+		if sec != nil {
+			// One call more per connection before the warmup, over TLS
 			// only: plaintext runs stay as they were.
 			ctx, cancel := context.WithTimeout(context.Background(), r.opts.timeout)
-			err = checkConnSecurity(ctx, cc, r.opts.tls)
+			err = checkConnSecurity(ctx, cc, sec)
 			cancel()
 			if err != nil {
 				return nil, fmt.Errorf("%s connection %d: %w", st.name, i, err)
@@ -407,7 +438,7 @@ func (r *runner) measureThroughput(st stack, cfg config) (*Figures, error) {
 			}()
 			var err error
 			if isRaw {
-				w.raw, err = dialRaw(ctx, addrs[0], r.opts.tls, cfg)
+				w.raw, err = dialRaw(ctx, addrs[0], sec, cfg)
 			} else {
 				err = w.setup(ctx, cc, cfg, compressionOptions(r.opts.compression))
 			}
