@@ -41,10 +41,12 @@ var errRecursionDepth = errors.New("proto: exceeded maximum recursion depth")
 // Unmarshal decodes b into m as proto.Unmarshal does (m is reset first),
 // except that bytes fields of at least minField bytes (DefaultMinField
 // when minField <= 0) alias b, with their capacity cut to their length, so
-// that an append to one never writes into b. aliased reports whether any
-// field does; when it does, b must stay unwritten for as long as m (or
-// the field) is referenced. Results and errors are proto.Unmarshal's: for
-// an input it fails on, m's contents are unspecified, as with it.
+// that an append to one never writes into b. When any field does,
+// aliased is true, and b must stay unwritten for as long as m (or the
+// field) is referenced; it may also be true when a later occurrence of
+// the field replaced every view (a oneof's next member, a singular field
+// set again). Results and errors are proto.Unmarshal's, and an input it
+// fails on leaves no view in m.
 func Unmarshal(b []byte, m proto.Message, minField int) (aliased bool, err error) {
 	if minField <= 0 {
 		minField = DefaultMinField
@@ -54,14 +56,19 @@ func Unmarshal(b []byte, m proto.Message, minField int) (aliased bool, err error
 		return false, proto.Unmarshal(b, m)
 	}
 	d := decoder{min: minField}
-	if err := d.merge(b, m.ProtoReflect(), 0); err != nil {
-		return false, err
+	err = d.merge(b, m.ProtoReflect(), 0)
+	if err == nil {
+		// The runs were decoded allowing missing required fields,
+		// which a later run may supply: the whole message is checked
+		// once.
+		err = proto.CheckInitialized(m)
 	}
-	// The runs were decoded allowing missing required fields, which a
-	// later run may supply: the whole message is checked once, as
-	// proto.Unmarshal checks it.
-	if err := proto.CheckInitialized(m); err != nil {
-		return false, err
+	if err != nil {
+		// proto.Unmarshal decides what a bad input gives: its verdict
+		// on required fields inside oneof members differs from
+		// CheckInitialized's (protobuf-go v1.36), and on any error m
+		// must hold no view of b, since the caller will not keep b.
+		return false, proto.Unmarshal(b, m)
 	}
 	return d.aliased, nil
 }
