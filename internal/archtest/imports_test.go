@@ -125,3 +125,27 @@ func TestRulesCoverInternal(t *testing.T) {
 		}
 	}
 }
+
+// noIO lists the packages that may not import the standard library's
+// network or system-call packages directly: how bytes reach a socket (a
+// vectored write, a readiness wait) is the socket layer's decision, and a
+// frame or wire package that switched on *net.TCPConn would take it over.
+// (bufpool and grpc-go's mem bring them into the dependency graph, which
+// is fine.)
+var noIO = []string{"internal/hpack", "internal/h2frame", "internal/protoalias"}
+
+func TestFrameLayersDoNoIO(t *testing.T) {
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		for _, pkg := range noIO {
+			if rel != pkg {
+				continue
+			}
+			for _, imp := range p.Imports {
+				if imp == "net" || imp == "syscall" || strings.HasPrefix(imp, "golang.org/x/sys") {
+					t.Errorf("%s imports %s: I/O policy belongs to internal/sockio", rel, imp)
+				}
+			}
+		}
+	}
+}

@@ -3,7 +3,6 @@ package h2frame
 import (
 	"encoding/binary"
 	"io"
-	"net"
 	"sync"
 
 	"github.com/leangrpc/leangrpc/internal/bufpool"
@@ -56,7 +55,7 @@ type WriterConfig struct {
 // write buffers, and large DATA payloads referenced in place. The current
 // write buffer's unsegmented tail is wb[seg:].
 type Writer struct {
-	dst     io.Writer // a VectorWriter, *net.TCPConn or *net.UnixConn gets vectored writes (asserted by Flush: a field would cost every connection 8 bytes)
+	dst     io.Writer // a VectorWriter gets vectored writes (asserted by Flush: a field would cost every connection 8 bytes)
 	pool    *bufpool.Pool
 	enc     *hpack.Encoder
 	b       *batch // the batch being queued; nil between flushes
@@ -73,7 +72,6 @@ type batch struct {
 	queued int               // bytes queued
 	iov    [][]byte          // queued segments, borrowed from small and the buffers in held
 	held   []*bufpool.Buffer // one reference each, dropped by Flush
-	nb     net.Buffers       // scratch header for net.Buffers.WriteTo
 	small  [smallWriteBufferSize]byte
 }
 
@@ -84,7 +82,9 @@ var batches = sync.Pool{New: func() any { return new(batch) }}
 const maxRetainedSegments = 256
 
 // NewWriter returns a Writer over dst; it uses vectored writes when dst is a
-// VectorWriter or a *net.TCPConn.
+// VectorWriter. Which conns can write vectors, and how, is the socket
+// layer's decision (sockio.Wrap gives every conn WriteVec), not the frame
+// layer's.
 func NewWriter(dst io.Writer, cfg WriterConfig) *Writer {
 	w := new(Writer)
 	w.Init(dst, cfg)
@@ -365,10 +365,6 @@ func (w *Writer) Flush() error {
 		switch dst := w.dst.(type) {
 		case VectorWriter:
 			_, err = dst.WriteVec(b.iov)
-		case *net.TCPConn, *net.UnixConn:
-			b.nb = b.iov
-			_, err = b.nb.WriteTo(dst)
-			b.nb = nil
 		default:
 			for _, s := range b.iov {
 				if _, err = dst.Write(s); err != nil {
