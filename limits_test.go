@@ -25,14 +25,6 @@ func TestPrefixOnlyStreamsHoldLittleMemory(t *testing.T) {
 	prefixOnly(t, scriptedClient(t))
 }
 
-// TestPrefixOnlyStreamsGRPCGo is the same against grpc-go's server
-// (the reference: it passes).
-func TestPrefixOnlyStreamsGRPCGo(t *testing.T) {
-	addr, stop := startServer(t, false, serverSettings{})
-	t.Cleanup(stop)
-	prefixOnly(t, scriptedTo(t, addr))
-}
-
 func prefixOnly(t *testing.T, p *h2test.Peer) {
 	const streams = 16
 	var ms runtime.MemStats
