@@ -45,7 +45,7 @@ const (
 	// CONTINUATION flood of 2024 on many connections at once held
 	// connections × 16 MiB: growth past the share is refused with GOAWAY
 	// ENHANCE_YOUR_CALM once the bytes past the shares reach the budget's
-	// cap on them (a 128th of the budget, or the configured list size;
+	// cap on them (a 512th of the budget, or the configured list size;
 	// budget/limits.go) or the budget is at its soft level, so blocks hold
 	// at most that cap plus connections × headerBlockShare.
 	headerBlockShare = 64 << 10
