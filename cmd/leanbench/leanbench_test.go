@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -476,8 +477,11 @@ func TestRawStack(t *testing.T) {
 			t.Errorf("%v: raw allocs/op cell %q, want under 1", cfg, f[2])
 		}
 	}
-	if strings.Contains(stderr.String(), "raw              idle") {
-		t.Errorf("raw ran the idle workload:\n%s", stderr.String())
+	if regexp.MustCompile(`\braw\s+idle`).MatchString(stderr.String()) {
+		t.Errorf("raw ran (or announced) the idle workload:\n%s", stderr.String())
+	}
+	if !regexp.MustCompile(`\bleangrpc\s+idle`).MatchString(stderr.String()) {
+		t.Errorf("the progress lines do not show leangrpc's idle runs, so the check above cannot see raw's:\n%s", stderr.String())
 	}
 	for _, bad := range []string{"raw>leangrpc", "grpc-go>raw"} {
 		if _, err := parseStacks(bad); err == nil {

@@ -342,6 +342,12 @@ func (r *runner) estimate(c config) time.Duration {
 	return r.opts.warmup + r.opts.benchtime + 300*time.Millisecond
 }
 
+// runs reports whether stack st has config c to run: raw has no idle
+// connections to measure.
+func runs(c config, st stack) bool {
+	return c.workload != workloadIdle || st.name != stackRaw
+}
+
 // execute runs the plan: for each config, the rounds, and in each round
 // every stack once, so that the stacks interleave. A stack that fails in a
 // config is not run again in that config.
@@ -349,8 +355,13 @@ func (r *runner) execute(plan []config, stacks []stack) []Result {
 	var left time.Duration
 	total := 0
 	for _, c := range plan {
-		left += time.Duration(r.opts.rounds*len(stacks)) * r.estimate(c)
-		total += r.opts.rounds * len(stacks)
+		for _, st := range stacks {
+			if !runs(c, st) {
+				continue
+			}
+			left += time.Duration(r.opts.rounds) * r.estimate(c)
+			total += r.opts.rounds
+		}
 	}
 	var results []Result
 	n := 0
@@ -358,6 +369,9 @@ func (r *runner) execute(plan []config, stacks []stack) []Result {
 		failed := map[string]bool{}
 		for round := 1; round <= r.opts.rounds; round++ {
 			for _, st := range stacks {
+				if !runs(c, st) {
+					continue
+				}
 				n++
 				est := r.estimate(c)
 				if failed[st.name] {
@@ -366,11 +380,6 @@ func (r *runner) execute(plan []config, stacks []stack) []Result {
 				}
 				r.progressf("[%d/%d, ~%v left] %-17s %s, round %d/%d", n, total, left.Round(time.Second), st.name, c, round, r.opts.rounds)
 				var res Result
-				if c.workload == workloadIdle && st.name == stackRaw {
-					// raw has no idle connections to measure.
-					left -= est
-					continue
-				}
 				if c.workload == workloadIdle {
 					res = r.runIdle(st, c, round)
 				} else {
